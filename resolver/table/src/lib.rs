@@ -1,0 +1,653 @@
+//! The compiled routing table and the per-query choice.
+//!
+//! This crate is the contract between the control plane (the compiler in
+//! `healthroute-operator`, which writes tables) and the data plane (the resolver, which reads
+//! them). It holds no Kubernetes types and does no I/O, so the answering path never depends on
+//! client code.
+//!
+//! ```text
+//!   compiler ──(health, last resort, shifts already applied)──▶ RoutingTable<Value>
+//!                                                                   │ serde (ConfigMap / disk)
+//!   resolver ◀── RoutingTable::map(encode) ── RoutingTable<Encoded> ◀┘
+//!       │
+//!       └─ per query: Table::resolve(name, type, rng) ─▶ Resolved { values, set_identifier }
+//! ```
+//!
+//! Everything that depends on health was decided by the compiler: a [`Selection`] holds only
+//! the records that are candidates *now*, with their weights and the values they answer. What
+//! is left for a query is the random part of the rules (SEMANTICS S3 weighted pick, S5 random
+//! subset, S9), which must cost a few nanoseconds and never allocate.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::str::FromStr;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+/// The most values one multivalue answer carries (SEMANTICS S5).
+pub const MULTIVALUE_MAX: usize = 8;
+
+/// How many alias hops a query follows before giving up. The compiler rejects alias cycles
+/// (S8), so a real table never comes close; the bound only keeps a corrupt table from hanging
+/// a resolver.
+pub const MAX_ALIAS_DEPTH: usize = 16;
+
+/// The record types a RecordGroup can hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum RecordType {
+    A,
+    #[serde(rename = "AAAA")]
+    Aaaa,
+    #[serde(rename = "CNAME")]
+    Cname,
+    #[serde(rename = "TXT")]
+    Txt,
+}
+
+impl RecordType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecordType::A => "A",
+            RecordType::Aaaa => "AAAA",
+            RecordType::Cname => "CNAME",
+            RecordType::Txt => "TXT",
+        }
+    }
+}
+
+impl fmt::Display for RecordType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for RecordType {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_uppercase().as_str() {
+            "A" => Ok(RecordType::A),
+            "AAAA" => Ok(RecordType::Aaaa),
+            "CNAME" => Ok(RecordType::Cname),
+            "TXT" => Ok(RecordType::Txt),
+            other => Err(format!(
+                "unsupported record type {other:?} (A, AAAA, CNAME, TXT)"
+            )),
+        }
+    }
+}
+
+/// One answer value, already parsed and checked against its record type.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(tag = "type", content = "value")]
+pub enum Value {
+    A(Ipv4Addr),
+    #[serde(rename = "AAAA")]
+    Aaaa(Ipv6Addr),
+    /// A fully qualified, lower-case target name with its trailing dot.
+    #[serde(rename = "CNAME")]
+    Cname(String),
+    #[serde(rename = "TXT")]
+    Txt(String),
+}
+
+impl Value {
+    /// Parses `raw` as a value of type `rtype`.
+    pub fn parse(rtype: RecordType, raw: &str) -> Result<Value, String> {
+        match rtype {
+            RecordType::A => raw
+                .parse()
+                .map(Value::A)
+                .map_err(|_| format!("{raw:?} is not an IPv4 address")),
+            RecordType::Aaaa => raw
+                .parse()
+                .map(Value::Aaaa)
+                .map_err(|_| format!("{raw:?} is not an IPv6 address")),
+            RecordType::Cname => normalize_name(raw).map(Value::Cname),
+            RecordType::Txt => {
+                if raw.len() > 4096 {
+                    Err(format!("TXT value of {} bytes is over 4096", raw.len()))
+                } else {
+                    Ok(Value::Txt(raw.to_owned()))
+                }
+            }
+        }
+    }
+
+    pub fn record_type(&self) -> RecordType {
+        match self {
+            Value::A(_) => RecordType::A,
+            Value::Aaaa(_) => RecordType::Aaaa,
+            Value::Cname(_) => RecordType::Cname,
+            Value::Txt(_) => RecordType::Txt,
+        }
+    }
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::A(a) => a.fmt(f),
+            Value::Aaaa(a) => a.fmt(f),
+            Value::Cname(n) => f.write_str(n),
+            Value::Txt(t) => write!(f, "{t:?}"),
+        }
+    }
+}
+
+/// Lower-cases a DNS name and adds the trailing dot; rejects what cannot be a host name.
+pub fn normalize_name(raw: &str) -> Result<String, String> {
+    let trimmed = raw.trim_end_matches('.');
+    if trimmed.is_empty() {
+        return Err(format!("{raw:?} is not a DNS name"));
+    }
+    if trimmed.len() > 253 {
+        return Err(format!("{raw:?} is longer than 253 characters"));
+    }
+    for label in trimmed.split('.') {
+        let ok = !label.is_empty()
+            && label.len() <= 63
+            && label
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'*');
+        if !ok {
+            return Err(format!("{raw:?} is not a DNS name (label {label:?})"));
+        }
+    }
+    let mut name = trimmed.to_ascii_lowercase();
+    name.push('.');
+    Ok(name)
+}
+
+/// Identifies a RecordGroup: `namespace/name`.
+pub type GroupKey = Arc<str>;
+
+/// What one candidate record answers.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Target<V> {
+    /// These values, in this order.
+    Values(Vec<V>),
+    /// Whatever the named group answers (SEMANTICS R4: flattened, never a CNAME to our zone).
+    Alias(GroupKey),
+}
+
+/// One candidate record: its `setIdentifier` and what it answers.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Answer<V> {
+    pub set_identifier: Arc<str>,
+    pub target: Target<V>,
+}
+
+/// The candidates of one group after health, last resort and shifts, and how a query picks.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Selection<V> {
+    /// Every query gets the same answer (Simple, Failover, or a single candidate).
+    Fixed(Answer<V>),
+    /// One answer per query with probability weight / total (S3). `cumulative[i]` is the sum of
+    /// the weights of answers `0..=i`; it is strictly increasing and its last entry is the total.
+    Weighted {
+        cumulative: Vec<u32>,
+        answers: Vec<Answer<V>>,
+    },
+    /// Up to [`MULTIVALUE_MAX`] distinct values of `pool`, at random when there are more (S5).
+    MultiValue {
+        set_identifiers: Vec<Arc<str>>,
+        pool: Vec<V>,
+    },
+}
+
+impl<V> Selection<V> {
+    /// A weighted selection from `(weight, answer)` pairs; weights of zero are dropped. Returns
+    /// `None` when no weight is positive.
+    pub fn weighted(items: impl IntoIterator<Item = (u32, Answer<V>)>) -> Option<Selection<V>> {
+        let mut cumulative = Vec::new();
+        let mut answers = Vec::new();
+        let mut total = 0u32;
+        for (weight, answer) in items {
+            if weight == 0 {
+                continue;
+            }
+            total = total.saturating_add(weight);
+            cumulative.push(total);
+            answers.push(answer);
+        }
+        match answers.len() {
+            0 => None,
+            1 => answers.pop().map(Selection::Fixed),
+            _ => Some(Selection::Weighted {
+                cumulative,
+                answers,
+            }),
+        }
+    }
+
+    /// Converts every value, keeping the shape: how the resolver pre-encodes a table once.
+    pub fn map<W>(&self, f: &mut impl FnMut(&V) -> W) -> Selection<W> {
+        let map_answer = |a: &Answer<V>, f: &mut dyn FnMut(&V) -> W| Answer {
+            set_identifier: a.set_identifier.clone(),
+            target: match &a.target {
+                Target::Values(vs) => Target::Values(vs.iter().map(f).collect()),
+                Target::Alias(k) => Target::Alias(k.clone()),
+            },
+        };
+        match self {
+            Selection::Fixed(a) => Selection::Fixed(map_answer(a, f)),
+            Selection::Weighted {
+                cumulative,
+                answers,
+            } => Selection::Weighted {
+                cumulative: cumulative.clone(),
+                answers: answers.iter().map(|a| map_answer(a, f)).collect(),
+            },
+            Selection::MultiValue {
+                set_identifiers,
+                pool,
+            } => Selection::MultiValue {
+                set_identifiers: set_identifiers.clone(),
+                pool: pool.iter().map(f).collect(),
+            },
+        }
+    }
+
+    /// Every answer this selection can give, for inspection and tests.
+    pub fn answers(&self) -> Vec<&Answer<V>> {
+        match self {
+            Selection::Fixed(a) => vec![a],
+            Selection::Weighted { answers, .. } => answers.iter().collect(),
+            Selection::MultiValue { .. } => Vec::new(),
+        }
+    }
+
+    /// The per-query choice: the random part of S3 and S5.
+    pub fn pick(&self, rng: &mut fastrand::Rng) -> Picked<'_, V> {
+        match self {
+            Selection::Fixed(answer) => Picked::Answer(answer),
+            Selection::Weighted {
+                cumulative,
+                answers,
+            } => {
+                let total = cumulative.last().copied().unwrap_or(0);
+                let r = rng.u32(0..total.max(1));
+                // First answer whose cumulative weight exceeds r.
+                let i = cumulative.partition_point(|&c| c <= r);
+                Picked::Answer(&answers[i.min(answers.len() - 1)])
+            }
+            Selection::MultiValue {
+                set_identifiers,
+                pool,
+            } => {
+                let set_identifier = set_identifiers.first();
+                if pool.len() <= MULTIVALUE_MAX {
+                    return Picked::Sample(Sample {
+                        pool,
+                        indices: [0, 1, 2, 3, 4, 5, 6, 7],
+                        len: pool.len() as u8,
+                        set_identifier,
+                    });
+                }
+                // Eight distinct indices, uniformly (Floyd's algorithm needs no allocation).
+                let n = pool.len() as u32;
+                let mut indices = [0u32; MULTIVALUE_MAX];
+                for (filled, j) in ((n - MULTIVALUE_MAX as u32)..n).enumerate() {
+                    let t = rng.u32(0..=j);
+                    indices[filled] = if indices[..filled].contains(&t) { j } else { t };
+                }
+                Picked::Sample(Sample {
+                    pool,
+                    indices,
+                    len: MULTIVALUE_MAX as u8,
+                    set_identifier,
+                })
+            }
+        }
+    }
+}
+
+/// The outcome of [`Selection::pick`].
+#[derive(Debug)]
+pub enum Picked<'a, V> {
+    Answer(&'a Answer<V>),
+    Sample(Sample<'a, V>),
+}
+
+/// A multivalue answer: up to eight values of a pool, chosen by index.
+#[derive(Debug, Clone, Copy)]
+pub struct Sample<'a, V> {
+    pool: &'a [V],
+    indices: [u32; MULTIVALUE_MAX],
+    len: u8,
+    set_identifier: Option<&'a Arc<str>>,
+}
+
+impl<'a, V> Sample<'a, V> {
+    pub fn iter(&self) -> impl Iterator<Item = &'a V> + '_ {
+        self.indices[..self.len as usize]
+            .iter()
+            .map(|&i| &self.pool[i as usize])
+    }
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// One group as the resolver serves it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CompiledGroup<V> {
+    /// `namespace/name` of the RecordGroup.
+    pub key: GroupKey,
+    /// Lower-case FQDN with the trailing dot.
+    pub name: Arc<str>,
+    pub record_type: RecordType,
+    pub ttl: u32,
+    /// True while no record is healthy and SEMANTICS S6 chose among all of them.
+    pub last_resort: bool,
+    pub selection: Selection<V>,
+}
+
+impl<V> CompiledGroup<V> {
+    pub fn map<W>(&self, f: &mut impl FnMut(&V) -> W) -> CompiledGroup<W> {
+        CompiledGroup {
+            key: self.key.clone(),
+            name: self.name.clone(),
+            record_type: self.record_type,
+            ttl: self.ttl,
+            last_resort: self.last_resort,
+            selection: self.selection.map(f),
+        }
+    }
+}
+
+/// The whole compiled routing table: every served group, by key.
+///
+/// Invariant (kept by the compiler): at most one group per (name, type); CNAME never shares a
+/// name with another type; every alias target is a key of `groups` of the same type; the
+/// alias graph has no cycle.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RoutingTable<V = Value> {
+    /// Grows with every compiled change; lets a reader tell tables apart.
+    pub generation: u64,
+    pub groups: BTreeMap<GroupKey, Arc<CompiledGroup<V>>>,
+}
+
+impl<V> Default for RoutingTable<V> {
+    fn default() -> Self {
+        RoutingTable {
+            generation: 0,
+            groups: BTreeMap::new(),
+        }
+    }
+}
+
+impl<V> RoutingTable<V> {
+    /// Follows aliases from `group` and picks one answer. `None` only for a table that breaks
+    /// its invariant (missing alias target, or an alias chain deeper than
+    /// [`MAX_ALIAS_DEPTH`]).
+    pub fn resolve<'a>(
+        &'a self,
+        group: &'a CompiledGroup<V>,
+        rng: &mut fastrand::Rng,
+    ) -> Option<Resolved<'a, V>> {
+        resolve_with(group, rng, |key| self.groups.get(key).map(|g| &**g))
+    }
+}
+
+/// Follows aliases with `lookup` and picks one answer; shared by every table representation.
+pub fn resolve_with<'a, V>(
+    group: &'a CompiledGroup<V>,
+    rng: &mut fastrand::Rng,
+    lookup: impl Fn(&str) -> Option<&'a CompiledGroup<V>>,
+) -> Option<Resolved<'a, V>> {
+    let mut current = group;
+    let mut set_identifier = None;
+    for _ in 0..MAX_ALIAS_DEPTH {
+        match current.selection.pick(rng) {
+            Picked::Answer(answer) => {
+                // The outermost record is what a user configured for this name.
+                let outer = *set_identifier.get_or_insert(&answer.set_identifier);
+                match &answer.target {
+                    Target::Values(values) => {
+                        return Some(Resolved {
+                            values: ResolvedValues::Slice(values),
+                            set_identifier: outer,
+                            last_resort: group.last_resort,
+                        });
+                    }
+                    Target::Alias(key) => current = lookup(key)?,
+                }
+            }
+            Picked::Sample(sample) => {
+                return Some(Resolved {
+                    set_identifier: set_identifier.or(sample.set_identifier)?,
+                    values: ResolvedValues::Sample(sample),
+                    last_resort: group.last_resort,
+                });
+            }
+        }
+    }
+    None
+}
+
+/// What one query answers: values plus the record that chose them (for metrics).
+#[derive(Debug)]
+pub struct Resolved<'a, V> {
+    pub values: ResolvedValues<'a, V>,
+    pub set_identifier: &'a Arc<str>,
+    /// The outer group was in last resort (S6).
+    pub last_resort: bool,
+}
+
+#[derive(Debug)]
+pub enum ResolvedValues<'a, V> {
+    Slice(&'a [V]),
+    Sample(Sample<'a, V>),
+}
+
+impl<'a, V> ResolvedValues<'a, V> {
+    pub fn len(&self) -> usize {
+        match self {
+            ResolvedValues::Slice(s) => s.len(),
+            ResolvedValues::Sample(s) => s.len(),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Calls `f` on every value, in answer order.
+    pub fn for_each(&self, mut f: impl FnMut(&'a V)) {
+        match self {
+            ResolvedValues::Slice(s) => s.iter().for_each(f),
+            ResolvedValues::Sample(s) => {
+                for v in s.iter() {
+                    f(v)
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mk_answer(id: &str, values: &[u32]) -> Answer<u32> {
+        Answer {
+            set_identifier: id.into(),
+            target: Target::Values(values.to_vec()),
+        }
+    }
+
+    fn mk_group(selection: Selection<u32>) -> CompiledGroup<u32> {
+        CompiledGroup {
+            key: "ns/g".into(),
+            name: "g.example.com.".into(),
+            record_type: RecordType::A,
+            ttl: 60,
+            last_resort: false,
+            selection,
+        }
+    }
+
+    fn shares(group: &CompiledGroup<u32>, draws: usize, seed: u64) -> BTreeMap<String, f64> {
+        let table = RoutingTable::<u32>::default();
+        let mut rng = fastrand::Rng::with_seed(seed);
+        let mut counts = BTreeMap::<String, usize>::new();
+        for _ in 0..draws {
+            let r = table.resolve(group, &mut rng).expect("resolves");
+            *counts.entry(r.set_identifier.to_string()).or_default() += 1;
+        }
+        counts
+            .into_iter()
+            .map(|(k, c)| (k, c as f64 / draws as f64))
+            .collect()
+    }
+
+    // SEM-S9 SEM-S3 SEM-S1: over 100,000 seeded draws, each share is within one point of
+    // weight / total, before and after the third record is removed.
+    #[test]
+    fn weighted_distribution_within_one_point() {
+        let all = Selection::weighted([
+            (10, mk_answer("a", &[1])),
+            (20, mk_answer("b", &[2])),
+            (20, mk_answer("c", &[3])),
+        ])
+        .expect("weights");
+        let s = shares(&mk_group(all), 100_000, 7);
+        assert!((s["a"] - 0.20).abs() < 0.01, "{s:?}");
+        assert!((s["b"] - 0.40).abs() < 0.01, "{s:?}");
+        assert!((s["c"] - 0.40).abs() < 0.01, "{s:?}");
+
+        let without_c =
+            Selection::weighted([(10, mk_answer("a", &[1])), (20, mk_answer("b", &[2]))])
+                .expect("weights");
+        let s = shares(&mk_group(without_c), 100_000, 8);
+        assert!((s["a"] - 1.0 / 3.0).abs() < 0.01, "{s:?}");
+        assert!((s["b"] - 2.0 / 3.0).abs() < 0.01, "{s:?}");
+    }
+
+    #[test]
+    fn weighted_drops_zero_weights_and_collapses_single() {
+        assert!(Selection::<u32>::weighted([(0, mk_answer("a", &[1]))]).is_none());
+        let one = Selection::weighted([(0, mk_answer("a", &[1])), (5, mk_answer("b", &[2]))]);
+        assert_eq!(one, Some(Selection::Fixed(mk_answer("b", &[2]))));
+    }
+
+    // SEM-S5 SEM-S9: eight distinct values from a larger pool, each value equally likely.
+    #[test]
+    fn multivalue_samples_eight_distinct_uniformly() {
+        let group = mk_group(Selection::MultiValue {
+            set_identifiers: vec!["mv".into()],
+            pool: (0..20).collect(),
+        });
+        let table = RoutingTable::<u32>::default();
+        let mut rng = fastrand::Rng::with_seed(42);
+        let mut seen = [0usize; 20];
+        let draws = 100_000;
+        for _ in 0..draws {
+            let r = table.resolve(&group, &mut rng).expect("resolves");
+            assert_eq!(r.values.len(), 8);
+            let mut vals = Vec::new();
+            r.values.for_each(|v| vals.push(*v));
+            vals.sort();
+            vals.dedup();
+            assert_eq!(vals.len(), 8, "values are distinct");
+            for v in vals {
+                seen[v as usize] += 1;
+            }
+        }
+        for (v, c) in seen.iter().enumerate() {
+            let share = *c as f64 / draws as f64;
+            assert!((share - 0.4).abs() < 0.01, "value {v}: {share}");
+        }
+    }
+
+    // SEM-S5: with eight or fewer values, all of them.
+    #[test]
+    fn multivalue_small_pool_answers_all() {
+        let group = mk_group(Selection::MultiValue {
+            set_identifiers: vec!["mv".into()],
+            pool: vec![1, 2, 3],
+        });
+        let table = RoutingTable::<u32>::default();
+        let r = table
+            .resolve(&group, &mut fastrand::Rng::with_seed(1))
+            .expect("resolves");
+        let mut vals = Vec::new();
+        r.values.for_each(|v| vals.push(*v));
+        assert_eq!(vals, vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn alias_is_followed_and_outer_set_identifier_kept() {
+        let mut table = RoutingTable::<u32>::default();
+        let target = mk_group(Selection::Fixed(mk_answer("inner", &[9])));
+        table.groups.insert("ns/target".into(), Arc::new(target));
+        let outer = mk_group(Selection::Fixed(Answer {
+            set_identifier: "outer".into(),
+            target: Target::Alias("ns/target".into()),
+        }));
+        let r = table
+            .resolve(&outer, &mut fastrand::Rng::with_seed(1))
+            .expect("resolves");
+        assert_eq!(&**r.set_identifier, "outer");
+        assert!(matches!(r.values, ResolvedValues::Slice([9])));
+    }
+
+    #[test]
+    fn alias_loop_in_a_corrupt_table_ends() {
+        let mut table = RoutingTable::<u32>::default();
+        let looped = mk_group(Selection::Fixed(Answer {
+            set_identifier: "x".into(),
+            target: Target::Alias("ns/g".into()),
+        }));
+        table.groups.insert("ns/g".into(), Arc::new(looped.clone()));
+        assert!(
+            table
+                .resolve(&looped, &mut fastrand::Rng::with_seed(1))
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn names_are_normalized() {
+        assert_eq!(
+            normalize_name("API.Example.COM").as_deref(),
+            Ok("api.example.com.")
+        );
+        assert!(normalize_name("bad name.com").is_err());
+        assert!(normalize_name("").is_err());
+    }
+
+    #[test]
+    fn table_round_trips_through_json() {
+        let mut table = RoutingTable {
+            generation: 3,
+            ..Default::default()
+        };
+        table.groups.insert(
+            "ns/g".into(),
+            Arc::new(CompiledGroup {
+                key: "ns/g".into(),
+                name: "g.example.com.".into(),
+                record_type: RecordType::A,
+                ttl: 30,
+                last_resort: true,
+                selection: Selection::Fixed(Answer {
+                    set_identifier: "a".into(),
+                    target: Target::Values(vec![Value::A(Ipv4Addr::new(192, 0, 2, 1))]),
+                }),
+            }),
+        );
+        let json = serde_json::to_string(&table).expect("serializes");
+        let back: RoutingTable = serde_json::from_str(&json).expect("parses");
+        assert_eq!(back, table);
+    }
+}

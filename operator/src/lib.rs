@@ -2,8 +2,11 @@
 //!
 //! - [`api`]: the custom resources (`HealthCheck`, `RecordGroup`, `ZonalShift`).
 //! - [`crd`]: the CRD documents generated from them (written to `crds/` by `crdgen`).
+//! - [`compiler`]: the routing rules, from objects to a compiled table (pure, incremental).
+//! - [`manifests`]: reading a directory of manifests (standalone mode, the simulator).
 #![forbid(unsafe_code)]
 
 pub mod api;
 pub mod compiler;
+pub mod manifests;
 pub mod crd;

@@ -217,6 +217,21 @@ impl Compiler {
         self.checks.insert(key, input);
     }
 
+    /// Sets a check's spec (and the status it had), keeping the views already reported.
+    pub fn upsert_check_spec(&mut self, key: ObjectKey, input: CheckInput) {
+        match self.checks.get_mut(&key) {
+            Some(existing) => {
+                existing.spec = input.spec;
+                if existing.last_healthy.is_none() {
+                    existing.last_healthy = input.last_healthy;
+                }
+            }
+            None => {
+                self.checks.insert(key, input);
+            }
+        }
+    }
+
     pub fn delete_check(&mut self, key: &ObjectKey) {
         self.checks.remove(key);
     }

@@ -1,0 +1,606 @@
+//! Reading a directory of manifests: the input of standalone mode and of the simulator.
+//!
+//! The files are what `kubectl apply` takes (multi-document YAML, `kind: List`), and they are
+//! checked as the API server would check them: types and enums by the API types, ranges and
+//! lengths by the generated OpenAPI schema, and the cross-field rules by the same CEL
+//! expressions the CRDs carry. A bad file is reported with the file, the object and the field
+//! at fault. Services (for `addresses: ClusterIP`) and `discovery.k8s.io/v1` EndpointSlices
+//! (as `kubectl get endpointslices -o yaml` writes them) supply pod readiness. Other kinds are
+//! skipped with a warning; `healthroute.yaml` is the standalone configuration, not a manifest.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::{CustomResourceExt, Resource, ResourceExt};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value as Json;
+
+use crate::api::{HealthCheck, RecordGroup, ZonalShift};
+use crate::compiler::{
+    CheckInput, Compiler, EndpointInput, GroupInput, ObjectKey, ServiceEndpoints, ShiftInput,
+};
+
+/// The file in a manifest directory that configures standalone mode.
+pub const CONFIG_FILE: &str = "healthroute.yaml";
+
+/// One problem in one manifest, located as precisely as it can be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManifestError {
+    pub file: PathBuf,
+    /// 1-based index of the YAML document in the file.
+    pub document: usize,
+    /// `Kind namespace/name`, once known.
+    pub object: Option<String>,
+    /// The JSON path of the field at fault, once known.
+    pub field: Option<String>,
+    pub message: String,
+}
+
+impl fmt::Display for ManifestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (document {})", self.file.display(), self.document)?;
+        if let Some(o) = &self.object {
+            write!(f, ", {o}")?;
+        }
+        f.write_str(": ")?;
+        if let Some(field) = self.field.as_deref().filter(|s| !s.is_empty()) {
+            write!(f, "{field}: ")?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+/// Every problem found in a directory; nothing is loaded when there is one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ManifestErrors(pub Vec<ManifestError>);
+
+impl fmt::Display for ManifestErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            e.fmt(f)?;
+        }
+        Ok(())
+    }
+}
+
+/// The objects of a manifest directory.
+#[derive(Debug, Default, Clone)]
+pub struct Manifests {
+    pub groups: BTreeMap<ObjectKey, RecordGroup>,
+    pub checks: BTreeMap<ObjectKey, HealthCheck>,
+    pub shifts: BTreeMap<ObjectKey, ZonalShift>,
+    pub services: BTreeMap<ObjectKey, ServiceEndpoints>,
+    /// Kinds that were skipped, and similar notes worth a log line.
+    pub warnings: Vec<String>,
+}
+
+impl Manifests {
+    /// Reads every `*.yaml` / `*.yml` below `dir` (sorted, recursively), except
+    /// [`CONFIG_FILE`].
+    pub fn load_dir(dir: &Path) -> Result<Manifests, ManifestErrors> {
+        let mut files = Vec::new();
+        collect_files(dir, &mut files).map_err(|e| {
+            ManifestErrors(vec![ManifestError {
+                file: dir.to_path_buf(),
+                document: 0,
+                object: None,
+                field: None,
+                message: format!("cannot read the directory: {e}"),
+            }])
+        })?;
+        files.sort();
+        let mut loader = Loader::default();
+        for file in files {
+            match std::fs::read_to_string(&file) {
+                Ok(text) => loader.add_file(&file, &text),
+                Err(e) => loader.errors.push(ManifestError {
+                    file,
+                    document: 0,
+                    object: None,
+                    field: None,
+                    message: format!("cannot read: {e}"),
+                }),
+            }
+        }
+        loader.finish()
+    }
+
+    /// Parses one file's text (for tests and single-file use).
+    pub fn load_str(file: &Path, text: &str) -> Result<Manifests, ManifestErrors> {
+        let mut loader = Loader::default();
+        loader.add_file(file, text);
+        loader.finish()
+    }
+
+    /// Feeds every object to `compiler`, removing what an earlier call fed and is gone now.
+    /// HealthCheck views already in the compiler are kept (they come from the checker).
+    pub fn apply_to(&self, compiler: &mut Compiler, previous: Option<&Manifests>) {
+        if let Some(prev) = previous {
+            for k in prev.groups.keys().filter(|k| !self.groups.contains_key(*k)) {
+                compiler.delete_group(k);
+            }
+            for k in prev.checks.keys().filter(|k| !self.checks.contains_key(*k)) {
+                compiler.delete_check(k);
+            }
+            for k in prev.shifts.keys().filter(|k| !self.shifts.contains_key(*k)) {
+                compiler.delete_shift(k);
+            }
+            for k in prev.services.keys().filter(|k| !self.services.contains_key(*k)) {
+                compiler.delete_service(k);
+            }
+        }
+        for (k, g) in &self.groups {
+            compiler.upsert_group(k.clone(), group_input(g));
+        }
+        for (k, c) in &self.checks {
+            let mut input = CheckInput::new(c.spec.clone());
+            input.last_healthy = c.status.as_ref().and_then(|s| s.healthy);
+            compiler.upsert_check_spec(k.clone(), input);
+        }
+        for (k, s) in &self.shifts {
+            compiler.upsert_shift(
+                k.clone(),
+                ShiftInput {
+                    spec: s.spec.clone(),
+                    created: s.metadata.creation_timestamp.as_ref().map(|t| t.0),
+                    status: s.status.clone(),
+                },
+            );
+        }
+        for (k, e) in &self.services {
+            compiler.upsert_service(k.clone(), e.clone());
+        }
+    }
+}
+
+/// The compiler's view of a RecordGroup object.
+pub fn group_input(g: &RecordGroup) -> GroupInput {
+    GroupInput {
+        spec: g.spec.clone(),
+        labels: g.labels().clone(),
+        created: g.metadata.creation_timestamp.as_ref().map(|t| t.0),
+    }
+}
+
+/// Merges EndpointSlices into per-Service endpoints (by the `kubernetes.io/service-name`
+/// label), with the EndpointSlice rule that an unset `ready` means ready and an unset
+/// `serving` means the same as `ready`.
+pub fn endpoints_from_slices<'a>(
+    slices: impl IntoIterator<Item = &'a EndpointSlice>,
+) -> BTreeMap<ObjectKey, ServiceEndpoints> {
+    let mut out: BTreeMap<ObjectKey, ServiceEndpoints> = BTreeMap::new();
+    for slice in slices {
+        let Some(service) = slice.labels().get("kubernetes.io/service-name") else {
+            continue;
+        };
+        if slice.address_type == "FQDN" {
+            continue;
+        }
+        let key = ObjectKey::new(slice.namespace().unwrap_or_else(|| "default".into()), service);
+        let entry = out.entry(key).or_default();
+        for ep in &slice.endpoints {
+            let cond = ep.conditions.clone().unwrap_or_default();
+            let ready = cond.ready.unwrap_or(true);
+            let serving = cond.serving.unwrap_or(ready);
+            for addr in &ep.addresses {
+                if let Ok(address) = addr.parse() {
+                    entry.endpoints.push(EndpointInput {
+                        address,
+                        ready,
+                        serving,
+                        terminating: cond.terminating.unwrap_or(false),
+                        zone: ep.zone.clone(),
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+fn collect_files(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if name.starts_with('.') {
+            continue;
+        }
+        if path.is_dir() {
+            collect_files(&path, out)?;
+        } else if (name.ends_with(".yaml") || name.ends_with(".yml"))
+            && name != CONFIG_FILE
+            && name != "healthroute.yml"
+        {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+#[derive(Default)]
+struct Loader {
+    out: Manifests,
+    slices: Vec<EndpointSlice>,
+    cluster_ips: BTreeMap<ObjectKey, Vec<std::net::IpAddr>>,
+    errors: Vec<ManifestError>,
+}
+
+struct Doc<'a> {
+    file: &'a Path,
+    index: usize,
+}
+
+impl Doc<'_> {
+    fn error(&self, object: Option<String>, field: Option<String>, message: impl Into<String>) -> ManifestError {
+        ManifestError {
+            file: self.file.to_path_buf(),
+            document: self.index,
+            object,
+            field,
+            message: message.into(),
+        }
+    }
+}
+
+impl Loader {
+    fn add_file(&mut self, file: &Path, text: &str) {
+        for (i, document) in serde_norway::Deserializer::from_str(text).enumerate() {
+            let doc = Doc { file, index: i + 1 };
+            match Json::deserialize(document) {
+                Ok(Json::Null) => {}
+                Ok(value) => self.add_object(&doc, value),
+                Err(e) => {
+                    self.errors.push(doc.error(None, None, format!("not valid YAML: {e}")));
+                    // The YAML stream cannot be resumed after a syntax error.
+                    break;
+                }
+            }
+        }
+    }
+
+    fn add_object(&mut self, doc: &Doc<'_>, value: Json) {
+        let api_version = value.get("apiVersion").and_then(Json::as_str).unwrap_or("").to_owned();
+        let kind = value.get("kind").and_then(Json::as_str).unwrap_or("").to_owned();
+        match (api_version.as_str(), kind.as_str()) {
+            ("v1", "List") => {
+                if let Some(items) = value.get("items").and_then(Json::as_array) {
+                    for item in items.clone() {
+                        self.add_object(doc, item);
+                    }
+                }
+            }
+            ("healthroute.io/v1alpha1", "RecordGroup") => {
+                if let Some((k, obj)) = self.typed::<RecordGroup>(doc, &value) {
+                    insert_unique(&mut self.out.groups, k, obj, doc, &mut self.errors);
+                }
+            }
+            ("healthroute.io/v1alpha1", "HealthCheck") => {
+                if let Some((k, obj)) = self.typed::<HealthCheck>(doc, &value) {
+                    insert_unique(&mut self.out.checks, k, obj, doc, &mut self.errors);
+                }
+            }
+            ("healthroute.io/v1alpha1", "ZonalShift") => {
+                if let Some((k, obj)) = self.typed::<ZonalShift>(doc, &value) {
+                    insert_unique(&mut self.out.shifts, k, obj, doc, &mut self.errors);
+                }
+            }
+            (v, "RecordGroup" | "HealthCheck" | "ZonalShift") if v.starts_with("healthroute.io/") => {
+                self.errors.push(doc.error(
+                    Some(kind.clone()),
+                    Some("apiVersion".into()),
+                    format!("{v} is not served; use healthroute.io/v1alpha1"),
+                ));
+            }
+            ("discovery.k8s.io/v1", "EndpointSlice") => {
+                if let Some(slice) = self.plain::<EndpointSlice>(doc, &kind, value) {
+                    self.slices.push(slice);
+                }
+            }
+            ("v1", "Service") => {
+                if let Some(svc) = self.plain::<Service>(doc, &kind, value) {
+                    let key = ObjectKey::new(svc.namespace().unwrap_or_else(|| "default".into()), svc.name_any());
+                    let spec = svc.spec.unwrap_or_default();
+                    let ips = spec
+                        .cluster_ips
+                        .unwrap_or_else(|| spec.cluster_ip.into_iter().collect())
+                        .iter()
+                        .filter_map(|ip| ip.parse().ok())
+                        .collect();
+                    self.cluster_ips.insert(key, ips);
+                }
+            }
+            ("", _) | (_, "") => self.errors.push(doc.error(
+                None,
+                None,
+                "not a Kubernetes object: apiVersion and kind are required",
+            )),
+            _ => self.out.warnings.push(format!(
+                "{} (document {}): skipped {kind} ({api_version}): not read by healthroute",
+                doc.file.display(),
+                doc.index
+            )),
+        }
+    }
+
+    /// A healthroute object: typed, then checked against its CRD schema and CEL rules.
+    fn typed<K>(&mut self, doc: &Doc<'_>, value: &Json) -> Option<(ObjectKey, K)>
+    where
+        K: Resource<DynamicType = ()> + CustomResourceExt + DeserializeOwned + serde::Serialize,
+    {
+        let name = value.pointer("/metadata/name").and_then(Json::as_str);
+        let namespace = value
+            .pointer("/metadata/namespace")
+            .and_then(Json::as_str)
+            .unwrap_or("default");
+        let label = format!("{} {namespace}/{}", K::kind(&()), name.unwrap_or("<no name>"));
+        if name.is_none_or(str::is_empty) {
+            self.errors.push(doc.error(Some(label), Some("metadata.name".into()), "is required"));
+            return None;
+        }
+        let mut obj: K = match serde_path_to_error::deserialize(value.clone()) {
+            Ok(o) => o,
+            Err(e) => {
+                self.errors.push(doc.error(Some(label), Some(e.path().to_string()), e.inner().to_string()));
+                return None;
+            }
+        };
+        if obj.meta().namespace.is_none() {
+            obj.meta_mut().namespace = Some(namespace.to_owned());
+        }
+        let defaulted = serde_json::to_value(&obj).unwrap_or(Json::Null);
+        let schema = schema_for::<K>();
+        let mut problems = Vec::new();
+        check_bounds(schema, &defaulted, String::new(), &mut problems);
+        if let Err(errs) = kube::core::cel::Validator::new().validate(schema, &defaulted, None) {
+            problems.extend(errs.into_vec().into_iter().map(|e| (e.field_path, e.message)));
+        }
+        if !problems.is_empty() {
+            for (field, message) in problems {
+                self.errors.push(doc.error(Some(label.clone()), Some(field), message));
+            }
+            return None;
+        }
+        Some((ObjectKey::new(namespace, obj.name_any()), obj))
+    }
+
+    fn plain<K: DeserializeOwned>(&mut self, doc: &Doc<'_>, kind: &str, value: Json) -> Option<K> {
+        let name = value.pointer("/metadata/name").and_then(Json::as_str).unwrap_or("<no name>");
+        let label = format!("{kind} {name}");
+        match serde_path_to_error::deserialize(value.clone()) {
+            Ok(o) => Some(o),
+            Err(e) => {
+                self.errors.push(doc.error(Some(label), Some(e.path().to_string()), e.inner().to_string()));
+                None
+            }
+        }
+    }
+
+    fn finish(mut self) -> Result<Manifests, ManifestErrors> {
+        if !self.errors.is_empty() {
+            return Err(ManifestErrors(self.errors));
+        }
+        let mut services = endpoints_from_slices(&self.slices);
+        for (key, ips) in self.cluster_ips {
+            services.entry(key).or_default().cluster_ips = ips;
+        }
+        self.out.services = services;
+        Ok(self.out)
+    }
+}
+
+fn insert_unique<T>(
+    map: &mut BTreeMap<ObjectKey, T>,
+    key: ObjectKey,
+    obj: T,
+    doc: &Doc<'_>,
+    errors: &mut Vec<ManifestError>,
+) {
+    if map.contains_key(&key) {
+        errors.push(doc.error(Some(key.to_string()), None, "defined twice in the directory"));
+    } else {
+        map.insert(key, obj);
+    }
+}
+
+/// The OpenAPI schema of a CRD, computed once per kind.
+fn schema_for<K: CustomResourceExt>() -> &'static Json {
+    static SCHEMAS: OnceLock<std::sync::Mutex<BTreeMap<String, &'static Json>>> = OnceLock::new();
+    let kind = K::crd_name().to_owned();
+    let mut map = SCHEMAS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    map.entry(kind).or_insert_with(|| {
+        let crd = K::crd();
+        let schema = crd
+            .spec
+            .versions
+            .first()
+            .and_then(|v| v.schema.as_ref())
+            .and_then(|s| s.open_api_v3_schema.as_ref())
+            .and_then(|s| serde_json::to_value(s).ok())
+            .unwrap_or(Json::Null);
+        Box::leak(Box::new(schema))
+    })
+}
+
+/// The OpenAPI bounds the API server enforces: minimum/maximum, lengths, item counts, enums.
+fn check_bounds(schema: &Json, value: &Json, path: String, out: &mut Vec<(String, String)>) {
+    let num = |k: &str| schema.get(k).and_then(Json::as_f64);
+    match value {
+        Json::Number(n) => {
+            let n = n.as_f64().unwrap_or(0.0);
+            if let Some(min) = num("minimum").filter(|m| n < *m) {
+                out.push((path.clone(), format!("{n} is less than the minimum {min}")));
+            }
+            if let Some(max) = num("maximum").filter(|m| n > *m) {
+                out.push((path, format!("{n} is more than the maximum {max}")));
+            }
+        }
+        Json::String(s) => {
+            let len = s.chars().count() as f64;
+            if let Some(min) = num("minLength").filter(|m| len < *m) {
+                out.push((path.clone(), format!("must be at least {min} characters")));
+            }
+            if let Some(max) = num("maxLength").filter(|m| len > *m) {
+                out.push((path.clone(), format!("must be at most {max} characters")));
+            }
+            if let Some(allowed) = schema.get("enum").and_then(Json::as_array)
+                && !allowed.iter().any(|a| a.as_str() == Some(s))
+            {
+                out.push((path, format!("{s:?} is not one of {}", Json::Array(allowed.clone()))));
+            }
+        }
+        Json::Array(items) => {
+            let len = items.len() as f64;
+            if let Some(min) = num("minItems").filter(|m| len < *m) {
+                out.push((path.clone(), format!("needs at least {min} items")));
+            }
+            if let Some(max) = num("maxItems").filter(|m| len > *m) {
+                out.push((path.clone(), format!("has more than {max} items")));
+            }
+            if let Some(item_schema) = schema.get("items") {
+                for (i, item) in items.iter().enumerate() {
+                    check_bounds(item_schema, item, format!("{path}[{i}]"), out);
+                }
+            }
+        }
+        Json::Object(fields) => {
+            if let Some(props) = schema.get("properties").and_then(Json::as_object) {
+                for (name, v) in fields {
+                    if let Some(s) = props.get(name) {
+                        let p = if path.is_empty() { name.clone() } else { format!("{path}.{name}") };
+                        check_bounds(s, v, p, out);
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(text: &str) -> Result<Manifests, ManifestErrors> {
+        Manifests::load_str(Path::new("test.yaml"), text)
+    }
+
+    const GOOD: &str = r#"
+apiVersion: healthroute.io/v1alpha1
+kind: RecordGroup
+metadata: {name: api, namespace: shop}
+spec:
+  name: api.shop.example.com.
+  type: A
+  routingPolicy: Weighted
+  records:
+    - {setIdentifier: blue, weight: 90, values: ["192.0.2.10"]}
+    - {setIdentifier: green, weight: 10, service: {name: web}}
+---
+apiVersion: healthroute.io/v1alpha1
+kind: HealthCheck
+metadata: {name: web-a, namespace: shop}
+spec:
+  type: HTTP
+  target: {address: 192.0.2.10, port: 80}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: web-abc
+  namespace: shop
+  labels: {kubernetes.io/service-name: web}
+addressType: IPv4
+endpoints:
+  - addresses: ["10.0.0.1"]
+    conditions: {ready: true}
+    zone: zone-a
+  - addresses: ["10.0.0.2"]
+    conditions: {ready: false, serving: true, terminating: true}
+    zone: zone-b
+  - addresses: ["10.0.0.3"]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+"#;
+
+    #[test]
+    fn reads_objects_endpoints_and_defaults() {
+        let m = load(GOOD).expect("loads");
+        assert_eq!(m.groups.len(), 1);
+        let hc = &m.checks[&ObjectKey::new("shop", "web-a")];
+        assert_eq!(hc.spec.request_interval_seconds, 30, "schema default applied");
+        let eps = &m.services[&ObjectKey::new("shop", "web")].endpoints;
+        assert_eq!(eps.len(), 3);
+        assert!(eps[0].ready && !eps[1].ready && eps[1].serving && eps[1].terminating);
+        assert!(eps[2].ready, "unset ready means ready");
+        assert_eq!(m.warnings.len(), 1, "{:?}", m.warnings);
+    }
+
+    #[test]
+    fn errors_name_file_object_and_field() {
+        let bad = r#"
+apiVersion: healthroute.io/v1alpha1
+kind: RecordGroup
+metadata: {name: api, namespace: shop}
+spec:
+  name: api.shop.example.com.
+  type: A
+  routingPolicy: Weighted
+  records:
+    - {setIdentifier: blue, weight: 300, values: ["192.0.2.10"]}
+---
+apiVersion: healthroute.io/v1alpha1
+kind: RecordGroup
+metadata: {name: typo, namespace: shop}
+spec:
+  name: x.shop.example.com.
+  type: MX
+  routingPolicy: Simple
+  records: [{setIdentifier: a, values: ["x"]}]
+---
+apiVersion: healthroute.io/v1alpha1
+kind: ZonalShift
+metadata: {name: long}
+spec: {awayFrom: zone-b, target: {recordGroup: api}, expiresIn: 100h}
+"#;
+        let errs = load(bad).expect_err("rejected").0;
+        let text: Vec<String> = errs.iter().map(ToString::to_string).collect();
+        assert!(
+            text.iter().any(|e| e.contains("(document 1), RecordGroup shop/api")
+                && e.contains("spec.records[0].weight")
+                && e.contains("maximum 255")),
+            "{text:#?}"
+        );
+        assert!(
+            text.iter().any(|e| e.contains("RecordGroup shop/typo") && e.contains("spec.type")),
+            "{text:#?}"
+        );
+        assert!(
+            text.iter().any(|e| e.contains("ZonalShift default/long") && e.contains("1m to 72h")),
+            "{text:#?}"
+        );
+    }
+
+    #[test]
+    fn duplicates_and_garbage_are_errors() {
+        let twice = format!("{GOOD}\n---\n{}", GOOD.split("---").next().unwrap_or(""));
+        let errs = load(&twice).expect_err("rejected");
+        assert!(errs.to_string().contains("defined twice"), "{errs}");
+        let errs = load("key: [unclosed").expect_err("rejected");
+        assert!(errs.to_string().contains("not valid YAML"), "{errs}");
+        let errs = load("just: a map").expect_err("rejected");
+        assert!(errs.to_string().contains("apiVersion and kind are required"), "{errs}");
+    }
+}

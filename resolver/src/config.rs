@@ -1,0 +1,50 @@
+//! Resolver configuration: flags, and in standalone mode a `healthroute.yaml` in the manifest
+//! directory (flags win).
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use serde::Deserialize;
+
+use healthroute_operator::compiler::{DEFAULT_TTL, ServedZones};
+use healthroute_operator::manifests::CONFIG_FILE;
+
+/// `healthroute.yaml`: the same settings as the flags, in camelCase.
+#[derive(Debug, Default, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FileConfig {
+    #[serde(default)]
+    pub zones: Vec<String>,
+    pub listen: Option<SocketAddr>,
+    pub upstream: Option<SocketAddr>,
+    pub admin_listen: Option<SocketAddr>,
+    pub default_ttl: Option<u32>,
+}
+
+impl FileConfig {
+    /// Reads `DIR/healthroute.yaml`; a missing file is an empty configuration.
+    pub fn load(dir: &Path) -> Result<FileConfig, String> {
+        let path = dir.join(CONFIG_FILE);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => serde_norway::from_str(&text).map_err(|e| format!("{}: {e}", path.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(FileConfig::default()),
+            Err(e) => Err(format!("{}: {e}", path.display())),
+        }
+    }
+}
+
+/// Served zones and default TTL: from the flags when given, else from the file.
+pub fn zones_and_ttl(
+    flag_zones: &[String],
+    flag_ttl: Option<u32>,
+    file: &FileConfig,
+) -> Result<(ServedZones, u32), String> {
+    let zones = if flag_zones.is_empty() { &file.zones } else { flag_zones };
+    if zones.is_empty() {
+        return Err(format!(
+            "no served zone: pass --zone ZONE or list zones in {CONFIG_FILE}"
+        ));
+    }
+    let zones = ServedZones::new(zones)?;
+    Ok((zones, flag_ttl.or(file.default_ttl).unwrap_or(DEFAULT_TTL)))
+}

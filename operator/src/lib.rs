@@ -8,5 +8,5 @@
 
 pub mod api;
 pub mod compiler;
-pub mod manifests;
 pub mod crd;
+pub mod manifests;

@@ -133,7 +133,11 @@ impl Manifests {
             for k in prev.shifts.keys().filter(|k| !self.shifts.contains_key(*k)) {
                 compiler.delete_shift(k);
             }
-            for k in prev.services.keys().filter(|k| !self.services.contains_key(*k)) {
+            for k in prev
+                .services
+                .keys()
+                .filter(|k| !self.services.contains_key(*k))
+            {
                 compiler.delete_service(k);
             }
         }
@@ -184,7 +188,10 @@ pub fn endpoints_from_slices<'a>(
         if slice.address_type == "FQDN" {
             continue;
         }
-        let key = ObjectKey::new(slice.namespace().unwrap_or_else(|| "default".into()), service);
+        let key = ObjectKey::new(
+            slice.namespace().unwrap_or_else(|| "default".into()),
+            service,
+        );
         let entry = out.entry(key).or_default();
         for ep in &slice.endpoints {
             let cond = ep.conditions.clone().unwrap_or_default();
@@ -239,7 +246,12 @@ struct Doc<'a> {
 }
 
 impl Doc<'_> {
-    fn error(&self, object: Option<String>, field: Option<String>, message: impl Into<String>) -> ManifestError {
+    fn error(
+        &self,
+        object: Option<String>,
+        field: Option<String>,
+        message: impl Into<String>,
+    ) -> ManifestError {
         ManifestError {
             file: self.file.to_path_buf(),
             document: self.index,
@@ -258,7 +270,8 @@ impl Loader {
                 Ok(Json::Null) => {}
                 Ok(value) => self.add_object(&doc, value),
                 Err(e) => {
-                    self.errors.push(doc.error(None, None, format!("not valid YAML: {e}")));
+                    self.errors
+                        .push(doc.error(None, None, format!("not valid YAML: {e}")));
                     // The YAML stream cannot be resumed after a syntax error.
                     break;
                 }
@@ -267,8 +280,16 @@ impl Loader {
     }
 
     fn add_object(&mut self, doc: &Doc<'_>, value: Json) {
-        let api_version = value.get("apiVersion").and_then(Json::as_str).unwrap_or("").to_owned();
-        let kind = value.get("kind").and_then(Json::as_str).unwrap_or("").to_owned();
+        let api_version = value
+            .get("apiVersion")
+            .and_then(Json::as_str)
+            .unwrap_or("")
+            .to_owned();
+        let kind = value
+            .get("kind")
+            .and_then(Json::as_str)
+            .unwrap_or("")
+            .to_owned();
         match (api_version.as_str(), kind.as_str()) {
             ("v1", "List") => {
                 if let Some(items) = value.get("items").and_then(Json::as_array) {
@@ -292,7 +313,9 @@ impl Loader {
                     insert_unique(&mut self.out.shifts, k, obj, doc, &mut self.errors);
                 }
             }
-            (v, "RecordGroup" | "HealthCheck" | "ZonalShift") if v.starts_with("healthroute.io/") => {
+            (v, "RecordGroup" | "HealthCheck" | "ZonalShift")
+                if v.starts_with("healthroute.io/") =>
+            {
                 self.errors.push(doc.error(
                     Some(kind.clone()),
                     Some("apiVersion".into()),
@@ -306,7 +329,10 @@ impl Loader {
             }
             ("v1", "Service") => {
                 if let Some(svc) = self.plain::<Service>(doc, &kind, value) {
-                    let key = ObjectKey::new(svc.namespace().unwrap_or_else(|| "default".into()), svc.name_any());
+                    let key = ObjectKey::new(
+                        svc.namespace().unwrap_or_else(|| "default".into()),
+                        svc.name_any(),
+                    );
                     let spec = svc.spec.unwrap_or_default();
                     let ips = spec
                         .cluster_ips
@@ -340,15 +366,24 @@ impl Loader {
             .pointer("/metadata/namespace")
             .and_then(Json::as_str)
             .unwrap_or("default");
-        let label = format!("{} {namespace}/{}", K::kind(&()), name.unwrap_or("<no name>"));
+        let label = format!(
+            "{} {namespace}/{}",
+            K::kind(&()),
+            name.unwrap_or("<no name>")
+        );
         if name.is_none_or(str::is_empty) {
-            self.errors.push(doc.error(Some(label), Some("metadata.name".into()), "is required"));
+            self.errors
+                .push(doc.error(Some(label), Some("metadata.name".into()), "is required"));
             return None;
         }
         let mut obj: K = match serde_path_to_error::deserialize(value.clone()) {
             Ok(o) => o,
             Err(e) => {
-                self.errors.push(doc.error(Some(label), Some(e.path().to_string()), e.inner().to_string()));
+                self.errors.push(doc.error(
+                    Some(label),
+                    Some(e.path().to_string()),
+                    e.inner().to_string(),
+                ));
                 return None;
             }
         };
@@ -360,11 +395,16 @@ impl Loader {
         let mut problems = Vec::new();
         check_bounds(schema, &defaulted, String::new(), &mut problems);
         if let Err(errs) = kube::core::cel::Validator::new().validate(schema, &defaulted, None) {
-            problems.extend(errs.into_vec().into_iter().map(|e| (e.field_path, e.message)));
+            problems.extend(
+                errs.into_vec()
+                    .into_iter()
+                    .map(|e| (e.field_path, e.message)),
+            );
         }
         if !problems.is_empty() {
             for (field, message) in problems {
-                self.errors.push(doc.error(Some(label.clone()), Some(field), message));
+                self.errors
+                    .push(doc.error(Some(label.clone()), Some(field), message));
             }
             return None;
         }
@@ -372,12 +412,19 @@ impl Loader {
     }
 
     fn plain<K: DeserializeOwned>(&mut self, doc: &Doc<'_>, kind: &str, value: Json) -> Option<K> {
-        let name = value.pointer("/metadata/name").and_then(Json::as_str).unwrap_or("<no name>");
+        let name = value
+            .pointer("/metadata/name")
+            .and_then(Json::as_str)
+            .unwrap_or("<no name>");
         let label = format!("{kind} {name}");
         match serde_path_to_error::deserialize(value.clone()) {
             Ok(o) => Some(o),
             Err(e) => {
-                self.errors.push(doc.error(Some(label), Some(e.path().to_string()), e.inner().to_string()));
+                self.errors.push(doc.error(
+                    Some(label),
+                    Some(e.path().to_string()),
+                    e.inner().to_string(),
+                ));
                 None
             }
         }
@@ -403,10 +450,15 @@ fn insert_unique<T>(
     doc: &Doc<'_>,
     errors: &mut Vec<ManifestError>,
 ) {
-    if map.contains_key(&key) {
-        errors.push(doc.error(Some(key.to_string()), None, "defined twice in the directory"));
-    } else {
-        map.insert(key, obj);
+    match map.entry(key) {
+        std::collections::btree_map::Entry::Occupied(e) => errors.push(doc.error(
+            Some(e.key().to_string()),
+            None,
+            "defined twice in the directory",
+        )),
+        std::collections::btree_map::Entry::Vacant(v) => {
+            v.insert(obj);
+        }
     }
 }
 
@@ -456,7 +508,10 @@ fn check_bounds(schema: &Json, value: &Json, path: String, out: &mut Vec<(String
             if let Some(allowed) = schema.get("enum").and_then(Json::as_array)
                 && !allowed.iter().any(|a| a.as_str() == Some(s))
             {
-                out.push((path, format!("{s:?} is not one of {}", Json::Array(allowed.clone()))));
+                out.push((
+                    path,
+                    format!("{s:?} is not one of {}", Json::Array(allowed.clone())),
+                ));
             }
         }
         Json::Array(items) => {
@@ -477,7 +532,11 @@ fn check_bounds(schema: &Json, value: &Json, path: String, out: &mut Vec<(String
             if let Some(props) = schema.get("properties").and_then(Json::as_object) {
                 for (name, v) in fields {
                     if let Some(s) = props.get(name) {
-                        let p = if path.is_empty() { name.clone() } else { format!("{path}.{name}") };
+                        let p = if path.is_empty() {
+                            name.clone()
+                        } else {
+                            format!("{path}.{name}")
+                        };
                         check_bounds(s, v, p, out);
                     }
                 }
@@ -540,7 +599,10 @@ metadata: {name: web}
         let m = load(GOOD).expect("loads");
         assert_eq!(m.groups.len(), 1);
         let hc = &m.checks[&ObjectKey::new("shop", "web-a")];
-        assert_eq!(hc.spec.request_interval_seconds, 30, "schema default applied");
+        assert_eq!(
+            hc.spec.request_interval_seconds, 30,
+            "schema default applied"
+        );
         let eps = &m.services[&ObjectKey::new("shop", "web")].endpoints;
         assert_eq!(eps.len(), 3);
         assert!(eps[0].ready && !eps[1].ready && eps[1].serving && eps[1].terminating);
@@ -578,17 +640,20 @@ spec: {awayFrom: zone-b, target: {recordGroup: api}, expiresIn: 100h}
         let errs = load(bad).expect_err("rejected").0;
         let text: Vec<String> = errs.iter().map(ToString::to_string).collect();
         assert!(
-            text.iter().any(|e| e.contains("(document 1), RecordGroup shop/api")
-                && e.contains("spec.records[0].weight")
-                && e.contains("maximum 255")),
+            text.iter()
+                .any(|e| e.contains("(document 1), RecordGroup shop/api")
+                    && e.contains("spec.records[0].weight")
+                    && e.contains("maximum 255")),
             "{text:#?}"
         );
         assert!(
-            text.iter().any(|e| e.contains("RecordGroup shop/typo") && e.contains("spec.type")),
+            text.iter()
+                .any(|e| e.contains("RecordGroup shop/typo") && e.contains("spec.type")),
             "{text:#?}"
         );
         assert!(
-            text.iter().any(|e| e.contains("ZonalShift default/long") && e.contains("1m to 72h")),
+            text.iter()
+                .any(|e| e.contains("ZonalShift default/long") && e.contains("1m to 72h")),
             "{text:#?}"
         );
     }
@@ -601,6 +666,10 @@ spec: {awayFrom: zone-b, target: {recordGroup: api}, expiresIn: 100h}
         let errs = load("key: [unclosed").expect_err("rejected");
         assert!(errs.to_string().contains("not valid YAML"), "{errs}");
         let errs = load("just: a map").expect_err("rejected");
-        assert!(errs.to_string().contains("apiVersion and kind are required"), "{errs}");
+        assert!(
+            errs.to_string()
+                .contains("apiVersion and kind are required"),
+            "{errs}"
+        );
     }
 }

@@ -26,7 +26,9 @@ impl FileConfig {
     pub fn load(dir: &Path) -> Result<FileConfig, String> {
         let path = dir.join(CONFIG_FILE);
         match std::fs::read_to_string(&path) {
-            Ok(text) => serde_norway::from_str(&text).map_err(|e| format!("{}: {e}", path.display())),
+            Ok(text) => {
+                serde_norway::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(FileConfig::default()),
             Err(e) => Err(format!("{}: {e}", path.display())),
         }
@@ -39,7 +41,11 @@ pub fn zones_and_ttl(
     flag_ttl: Option<u32>,
     file: &FileConfig,
 ) -> Result<(ServedZones, u32), String> {
-    let zones = if flag_zones.is_empty() { &file.zones } else { flag_zones };
+    let zones = if flag_zones.is_empty() {
+        &file.zones
+    } else {
+        flag_zones
+    };
     if zones.is_empty() {
         return Err(format!(
             "no served zone: pass --zone ZONE or list zones in {CONFIG_FILE}"

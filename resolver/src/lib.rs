@@ -3,4 +3,9 @@
 #![forbid(unsafe_code)]
 
 pub mod config;
+pub mod handler;
+pub mod metrics;
+pub mod server;
+pub mod serving;
 pub mod simulate;
+pub mod standalone;

@@ -1,22 +1,82 @@
 //! `healthroute-resolver`: the DNS server, standalone mode, and the simulator.
 
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use tokio::sync::{mpsc, watch};
 
+use healthroute_resolver::config::{FileConfig, zones_and_ttl};
+use healthroute_resolver::server::{self, ServeConfig};
+use healthroute_resolver::serving::ZoneConfig;
 use healthroute_resolver::simulate::{self, SimulateArgs};
+use healthroute_resolver::standalone::Standalone;
 
 #[derive(Parser)]
-#[command(name = "healthroute-resolver", version, about = "Health-checked DNS routing: the resolver")]
+#[command(
+    name = "healthroute-resolver",
+    version,
+    about = "Health-checked DNS routing: an authoritative DNS server over the compiled routing table",
+    args_conflicts_with_subcommands = true
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    #[command(flatten)]
+    serve: ServeArgs,
 }
 
 #[derive(Subcommand)]
 enum Command {
     /// What would DNS answer if...: compile a manifest directory and draw answers.
     Simulate(SimulateArgs),
+}
+
+#[derive(Args, Clone)]
+struct ServeArgs {
+    /// Standalone mode: serve the manifests in DIR (RecordGroups, HealthChecks, ZonalShifts,
+    /// EndpointSlices), reloaded when a file changes. DIR/healthroute.yaml may hold the
+    /// settings below (flags win).
+    #[arg(long, value_name = "DIR")]
+    manifests: Option<PathBuf>,
+    /// Address to answer DNS on, UDP and TCP (repeatable). Default 0.0.0.0:53.
+    #[arg(long = "listen", value_name = "ADDR:PORT")]
+    listen: Vec<SocketAddr>,
+    /// A zone this resolver is authoritative for (repeatable).
+    #[arg(long = "zone", value_name = "ZONE")]
+    zones: Vec<String>,
+    /// Where queries outside the served zones go; without it they get REFUSED.
+    #[arg(long, value_name = "ADDR:PORT")]
+    upstream: Option<SocketAddr>,
+    /// Seconds to wait for the upstream before answering SERVFAIL.
+    #[arg(long = "upstream-timeout", value_name = "SECONDS", default_value_t = 2)]
+    upstream_timeout: u64,
+    /// Address of the admin endpoint: /metrics, /livez, /readyz.
+    #[arg(long = "admin-listen", value_name = "ADDR:PORT")]
+    admin_listen: Option<SocketAddr>,
+    /// TTL of records without their own, and the negative-answer TTL (default 60).
+    #[arg(long = "default-ttl", value_name = "SECONDS")]
+    default_ttl: Option<u32>,
+    /// Name server announced at each zone apex (repeatable); default ns.<zone>.
+    #[arg(long = "nameserver", value_name = "NAME")]
+    nameservers: Vec<String>,
+    /// File that keeps the last table, served at start until a newer one arrives.
+    #[arg(long = "table-file", value_name = "PATH")]
+    table_file: Option<PathBuf>,
+    /// UDP sockets per listen address (SO_REUSEPORT); default one per core.
+    #[arg(long = "udp-sockets", value_name = "N")]
+    udp_sockets: Option<usize>,
+    /// Log format.
+    #[arg(long = "log-format", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 fn main() -> ExitCode {
@@ -33,8 +93,118 @@ fn main() -> ExitCode {
             }
         },
         None => {
-            eprintln!("healthroute-resolver: serving is not built yet; try `simulate --help`");
-            ExitCode::from(2)
+            init_logging(cli.serve.log_format);
+            let runtime = match tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    eprintln!("error: cannot start the runtime: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            match runtime.block_on(serve(cli.serve)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    tracing::error!("{e}");
+                    eprintln!("error: {e}");
+                    ExitCode::from(2)
+                }
+            }
         }
+    }
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,hickory_server=warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+async fn serve(args: ServeArgs) -> Result<(), String> {
+    let Some(dir) = args.manifests.clone() else {
+        return Err(
+            "no table source: pass --manifests DIR (standalone mode); the Kubernetes source arrives with the operator".into(),
+        );
+    };
+    let file = FileConfig::load(&dir)?;
+    let (zones, default_ttl) = zones_and_ttl(&args.zones, args.default_ttl, &file)?;
+    let listen = if !args.listen.is_empty() {
+        args.listen.clone()
+    } else {
+        vec![file.listen.unwrap_or_else(|| ([0, 0, 0, 0], 53).into())]
+    };
+    let config = ServeConfig {
+        listen,
+        admin_listen: args.admin_listen.or(file.admin_listen),
+        zones: zones
+            .names()
+            .iter()
+            .map(|apex| ZoneConfig {
+                apex: apex.to_string(),
+                nameservers: args.nameservers.clone(),
+                default_ttl,
+            })
+            .collect(),
+        upstream: args.upstream.or(file.upstream),
+        upstream_timeout: Duration::from_secs(args.upstream_timeout.max(1)),
+        table_file: args.table_file.clone(),
+        udp_sockets: args
+            .udp_sockets
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+    };
+
+    let (table_tx, table_rx) = watch::channel(None);
+    let mut standalone =
+        Standalone::new(dir.clone(), zones, default_ttl, table_tx, Box::new(|_| {}));
+    // The first load decides whether we start at all: a bad directory is an error, not a
+    // silently empty server (unless the last table on disk can be served).
+    if let Err(e) = standalone.reload() {
+        if config.table_file.is_none() {
+            return Err(format!("{}:\n{e}", dir.display()));
+        }
+        tracing::error!("keeping the last good configuration:\n{e}");
+    }
+    standalone.compile_and_publish();
+
+    let running = server::start(config, table_rx).await?;
+    for addr in &running.dns_addrs {
+        tracing::info!(%addr, "answering DNS (UDP and TCP)");
+    }
+    if let Some(addr) = running.admin_addr {
+        tracing::info!(%addr, "admin endpoint: /metrics /livez /readyz");
+    }
+    let (_events_tx, events_rx) = mpsc::channel(1024);
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let compile_loop = tokio::spawn(standalone.run(events_rx, stop_rx));
+
+    shutdown_signal().await;
+    tracing::info!("shutting down: finishing in-flight queries");
+    let _ = stop_tx.send(true);
+    let _ = compile_loop.await;
+    running.shutdown().await;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot watch SIGTERM; stopping on Ctrl-C only");
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
     }
 }

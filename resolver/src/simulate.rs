@@ -83,7 +83,9 @@ pub fn run(args: &SimulateArgs) -> Result<String, String> {
             }
         }
         if !found {
-            return Err(format!("--not-ready {ip}: no EndpointSlice in the directory has this address"));
+            return Err(format!(
+                "--not-ready {ip}: no EndpointSlice in the directory has this address"
+            ));
         }
     }
     let mut compiler = Compiler::new(zones.clone(), ttl);
@@ -96,7 +98,9 @@ pub fn run(args: &SimulateArgs) -> Result<String, String> {
             .cloned()
             .collect();
         if keys.is_empty() {
-            return Err(format!("--unhealthy {wanted}: no HealthCheck of that name in the directory"));
+            return Err(format!(
+                "--unhealthy {wanted}: no HealthCheck of that name in the directory"
+            ));
         }
         for key in keys {
             if manifests.checks[&key].spec.check_type == CheckType::Calculated {
@@ -123,7 +127,11 @@ pub fn run(args: &SimulateArgs) -> Result<String, String> {
         let _ = writeln!(out, "note: {warning}");
     }
     let Some(zone) = zones.zone_of(&name) else {
-        let _ = writeln!(out, "{name} {rtype}: REFUSED (not in a served zone: {})", zones.names().join(", "));
+        let _ = writeln!(
+            out,
+            "{name} {rtype}: REFUSED (not in a served zone: {})",
+            zones.names().join(", ")
+        );
         return Ok(out);
     };
 
@@ -140,7 +148,11 @@ pub fn run(args: &SimulateArgs) -> Result<String, String> {
         .collect();
     for key in &claimants {
         if let Some(Err(rejection)) = compiler.outcome(key).map(|o| &o.compiled) {
-            let _ = writeln!(out, "RecordGroup {key} is rejected ({}): {}", rejection.reason, rejection.message);
+            let _ = writeln!(
+                out,
+                "RecordGroup {key} is rejected ({}): {}",
+                rejection.reason, rejection.message
+            );
         }
     }
 
@@ -156,12 +168,19 @@ pub fn run(args: &SimulateArgs) -> Result<String, String> {
             .filter(|g| *g.name == *name)
             .map(|g| g.record_type.to_string())
             .collect();
-        let exists_below = table.groups.values().any(|g| g.name.ends_with(&format!(".{name}")));
+        let exists_below = table
+            .groups
+            .values()
+            .any(|g| g.name.ends_with(&format!(".{name}")));
         if !others.is_empty() || exists_below {
             let _ = writeln!(
                 out,
                 "{name} {rtype}: NOERROR, no answer (NODATA; the name has {})",
-                if others.is_empty() { "names below it".to_owned() } else { others.join(", ") }
+                if others.is_empty() {
+                    "names below it".to_owned()
+                } else {
+                    others.join(", ")
+                }
             );
         } else {
             let _ = writeln!(out, "{name} {rtype}: NXDOMAIN (zone {zone})");
@@ -185,7 +204,9 @@ pub fn run(args: &SimulateArgs) -> Result<String, String> {
     let queries = args.queries.max(1);
     for _ in 0..queries {
         let Some(resolved) = table.resolve(group, &mut rng) else {
-            return Err(format!("the table for {name} is inconsistent (alias chain broken)"));
+            return Err(format!(
+                "the table for {name} is inconsistent (alias chain broken)"
+            ));
         };
         let mut values = Vec::with_capacity(resolved.values.len());
         resolved.values.for_each(|v| values.push(v));
@@ -193,7 +214,11 @@ pub fn run(args: &SimulateArgs) -> Result<String, String> {
         let answer = if values.is_empty() {
             "(no values)".to_owned()
         } else {
-            values.iter().map(ToString::to_string).collect::<Vec<_>>().join(" ")
+            values
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(" ")
         };
         *counts.entry(answer).or_default() += 1;
     }
@@ -211,20 +236,36 @@ pub fn run(args: &SimulateArgs) -> Result<String, String> {
                 *per_value.entry(v).or_default() += n;
             }
         }
-        let sizes: Vec<String> = sizes.iter().map(|(k, n)| format!("{k} values in {n}")).collect();
-        let _ = writeln!(out, "  {} distinct answers ({}); each value appears in:", by_share.len(), sizes.join(", "));
+        let sizes: Vec<String> = sizes
+            .iter()
+            .map(|(k, n)| format!("{k} values in {n}"))
+            .collect();
+        let _ = writeln!(
+            out,
+            "  {} distinct answers ({}); each value appears in:",
+            by_share.len(),
+            sizes.join(", ")
+        );
         for (v, n) in per_value {
             let _ = writeln!(out, "  {:>6.2}%  {v}", 100.0 * n as f64 / queries as f64);
         }
     } else {
         for (answer, n) in &by_share {
-            let _ = writeln!(out, "  {:>6.2}%  {answer}", 100.0 * *n as f64 / queries as f64);
+            let _ = writeln!(
+                out,
+                "  {:>6.2}%  {answer}",
+                100.0 * *n as f64 / queries as f64
+            );
         }
     }
     let _ = writeln!(
         out,
         "last resort: {}",
-        if group.last_resort { "yes (no record is healthy)" } else { "no" }
+        if group.last_resort {
+            "yes (no record is healthy)"
+        } else {
+            "no"
+        }
     );
     shift_lines(&compiler, &manifests, &key_text, now, &mut out);
     if args.explain {
@@ -235,12 +276,26 @@ pub fn run(args: &SimulateArgs) -> Result<String, String> {
 }
 
 /// Prints every ZonalShift that targets the group: its state and whether it applies.
-fn shift_lines(compiler: &Compiler, manifests: &Manifests, key_text: &str, now: Timestamp, out: &mut String) {
-    let Some((key, group)) = manifests.groups.iter().find(|(k, _)| k.to_string() == key_text) else {
+fn shift_lines(
+    compiler: &Compiler,
+    manifests: &Manifests,
+    key_text: &str,
+    now: Timestamp,
+    out: &mut String,
+) {
+    let Some((key, group)) = manifests
+        .groups
+        .iter()
+        .find(|(k, _)| k.to_string() == key_text)
+    else {
         return;
     };
     let labels = group.metadata.labels.clone().unwrap_or_default();
-    for (skey, shift) in manifests.shifts.iter().filter(|(k, _)| k.namespace == key.namespace) {
+    for (skey, shift) in manifests
+        .shifts
+        .iter()
+        .filter(|(k, _)| k.namespace == key.namespace)
+    {
         if !targets(&shift.spec, &key.name, &labels) {
             continue;
         }
@@ -256,19 +311,36 @@ fn shift_lines(compiler: &Compiler, manifests: &Manifests, key_text: &str, now: 
                         None => format!(", {:?}", g.applied_status),
                     })
                     .unwrap_or_default();
-                let expiry = status.expiry_time.map(|t| format!(", expires {}", t.0)).unwrap_or_default();
+                let expiry = status
+                    .expiry_time
+                    .map(|t| format!(", expires {}", t.0))
+                    .unwrap_or_default();
                 format!("{state}{applied}{expiry}")
             }
             Some(Err(e)) => format!("invalid: {e}"),
             None => "unknown".into(),
         };
-        let _ = writeln!(out, "zonal shift {skey} (away from {}): {line}", shift.spec.away_from);
+        let _ = writeln!(
+            out,
+            "zonal shift {skey} (away from {}): {line}",
+            shift.spec.away_from
+        );
     }
 }
 
 /// Prints a group's decision path, then its alias targets' (indented).
-fn explain(compiler: &Compiler, manifests: &Manifests, key_text: &str, out: &mut String, depth: usize) {
-    let Some((key, group)) = manifests.groups.iter().find(|(k, _)| k.to_string() == key_text) else {
+fn explain(
+    compiler: &Compiler,
+    manifests: &Manifests,
+    key_text: &str,
+    out: &mut String,
+    depth: usize,
+) {
+    let Some((key, group)) = manifests
+        .groups
+        .iter()
+        .find(|(k, _)| k.to_string() == key_text)
+    else {
         return;
     };
     let indent = "  ".repeat(depth + 1);

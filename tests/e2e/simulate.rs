@@ -12,7 +12,16 @@ fn weighted_example() {
     let out = simulate("weighted", &["--queries", "100000", "api.example.com"]);
     assert!(near(share(&out, "192.0.2.10"), 20.0), "{out}");
     assert!(near(share(&out, "192.0.2.20"), 40.0), "{out}");
-    let out = simulate("weighted", &["--queries", "100000", "--unhealthy", "hc-c", "api.example.com"]);
+    let out = simulate(
+        "weighted",
+        &[
+            "--queries",
+            "100000",
+            "--unhealthy",
+            "hc-c",
+            "api.example.com",
+        ],
+    );
     assert!(near(share(&out, "192.0.2.10"), 33.33), "{out}");
     assert_eq!(share(&out, "192.0.2.30"), 0.0, "{out}");
 }
@@ -20,10 +29,25 @@ fn weighted_example() {
 // SEM-S3: zero-weight records only when every non-zero record is unhealthy.
 #[test]
 fn zero_weight_example() {
-    let out = simulate("weighted", &["--unhealthy", "hc-a", "--unhealthy", "hc-b", "api.example.com"]);
+    let out = simulate(
+        "weighted",
+        &[
+            "--unhealthy",
+            "hc-a",
+            "--unhealthy",
+            "hc-b",
+            "api.example.com",
+        ],
+    );
     assert_eq!(share(&out, "192.0.2.99"), 0.0, "{out}");
     let all = [
-        "--unhealthy", "hc-a", "--unhealthy", "hc-b", "--unhealthy", "hc-c", "api.example.com",
+        "--unhealthy",
+        "hc-a",
+        "--unhealthy",
+        "hc-b",
+        "--unhealthy",
+        "hc-c",
+        "api.example.com",
     ];
     let out = simulate("weighted", &all);
     assert_eq!(share(&out, "192.0.2.99"), 100.0, "{out}");
@@ -35,15 +59,27 @@ fn zero_weight_example() {
 fn failover_example() {
     let out = simulate("failover", &["www.example.com"]);
     assert_eq!(share(&out, "192.0.2.10 192.0.2.11"), 100.0, "{out}");
-    let out = simulate("failover", &["--unhealthy", "hc-primary", "www.example.com"]);
+    let out = simulate(
+        "failover",
+        &["--unhealthy", "hc-primary", "www.example.com"],
+    );
     assert_eq!(share(&out, "198.51.100.10"), 100.0, "{out}");
     let out = simulate(
         "failover",
-        &["--unhealthy", "hc-primary", "--unhealthy", "hc-secondary", "www.example.com"],
+        &[
+            "--unhealthy",
+            "hc-primary",
+            "--unhealthy",
+            "hc-secondary",
+            "www.example.com",
+        ],
     );
     assert_eq!(share(&out, "192.0.2.10 192.0.2.11"), 100.0, "{out}");
     assert!(out.contains("last resort: yes"), "{out}");
-    let out = simulate("failover", &["--unhealthy", "hc-primary", "app.example.com"]);
+    let out = simulate(
+        "failover",
+        &["--unhealthy", "hc-primary", "app.example.com"],
+    );
     assert_eq!(share(&out, "198.51.100.200"), 100.0, "{out}");
     assert!(out.contains("last resort: no"), "{out}");
 }
@@ -53,14 +89,39 @@ fn failover_example() {
 fn alias_example() {
     let out = simulate("alias", &["api.example.com"]);
     assert_eq!(share(&out, "192.0.2.10"), 100.0, "{out}");
-    let out = simulate("alias", &["--queries", "100000", "--unhealthy", "hc-main", "api.example.com"]);
+    let out = simulate(
+        "alias",
+        &[
+            "--queries",
+            "100000",
+            "--unhealthy",
+            "hc-main",
+            "api.example.com",
+        ],
+    );
     assert!(near(share(&out, "203.0.113.2"), 75.0), "{out}");
     let out = simulate(
         "alias",
-        &["--unhealthy", "hc-main", "--unhealthy", "hc-x", "--unhealthy", "hc-y", "--explain", "api.example.com"],
+        &[
+            "--unhealthy",
+            "hc-main",
+            "--unhealthy",
+            "hc-x",
+            "--unhealthy",
+            "hc-y",
+            "--explain",
+            "api.example.com",
+        ],
     );
-    assert_eq!(share(&out, "192.0.2.10"), 100.0, "the alias branch is out: {out}");
-    assert!(out.contains("alias target api-dr has no healthy record"), "{out}");
+    assert_eq!(
+        share(&out, "192.0.2.10"),
+        100.0,
+        "the alias branch is out: {out}"
+    );
+    assert!(
+        out.contains("alias target api-dr has no healthy record"),
+        "{out}"
+    );
 }
 
 // SEM-H10 SEM-H8 SEM-H9: calculated thresholds 0 and above the children, inverted, and
@@ -77,11 +138,20 @@ fn calculated_inverted_disabled_example() {
         share(&out, "192.0.2.1") == 100.0
     };
     assert!(status("zero", &[]), "threshold 0 is always healthy");
-    assert!(!status("over", &[]), "threshold above the children is never healthy");
+    assert!(
+        !status("over", &[]),
+        "threshold above the children is never healthy"
+    );
     assert!(!simulate("calculated", &["over.example.com"]).contains("192.0.2.1\n"));
     assert!(!status("two-of-three", &[]));
-    assert!(status("inverted", &["--unhealthy", "inv-a"]), "inverted unhealthy is healthy");
-    assert!(status("disabled", &["--unhealthy", "dis-inv-a"]), "disabled wins over inverted");
+    assert!(
+        status("inverted", &["--unhealthy", "inv-a"]),
+        "inverted unhealthy is healthy"
+    );
+    assert!(
+        status("disabled", &["--unhealthy", "dis-inv-a"]),
+        "disabled wins over inverted"
+    );
 }
 
 // SEM-S5: multivalue answers at most 8; with none healthy, 8 of the 12.
@@ -89,10 +159,32 @@ fn calculated_inverted_disabled_example() {
 fn multivalue_example() {
     let out = simulate("multivalue", &["fleet.example.com"]);
     assert!(out.contains("(8 values in 10000)"), "{out}");
-    let out = simulate("multivalue", &["--unhealthy", "fleet-a", "fleet.example.com"]);
-    assert_eq!(share(&out, "192.0.2.7 192.0.2.8 192.0.2.9 192.0.2.10 192.0.2.11 192.0.2.12"), 100.0, "{out}");
-    let out = simulate("multivalue", &["--unhealthy", "fleet-a", "--unhealthy", "fleet-b", "fleet.example.com"]);
-    assert!(out.contains("(8 values in 10000)") && out.contains("last resort: yes"), "{out}");
+    let out = simulate(
+        "multivalue",
+        &["--unhealthy", "fleet-a", "fleet.example.com"],
+    );
+    assert_eq!(
+        share(
+            &out,
+            "192.0.2.7 192.0.2.8 192.0.2.9 192.0.2.10 192.0.2.11 192.0.2.12"
+        ),
+        100.0,
+        "{out}"
+    );
+    let out = simulate(
+        "multivalue",
+        &[
+            "--unhealthy",
+            "fleet-a",
+            "--unhealthy",
+            "fleet-b",
+            "fleet.example.com",
+        ],
+    );
+    assert!(
+        out.contains("(8 values in 10000)") && out.contains("last resort: yes"),
+        "{out}"
+    );
 }
 
 // SEM-Z2 SEM-Z3 SEM-Z5 SEM-Z6: applied, conflict, expired, cancelled, fail-open.
@@ -102,15 +194,42 @@ fn zonal_shift_example() {
     let out = simulate("zonal-shift", &[at[0], at[1], "api.example.com"]);
     assert_eq!(share(&out, "192.0.2.2"), 0.0, "zone-b drained: {out}");
     assert!(near(share(&out, "192.0.2.1"), 50.0), "{out}");
-    assert!(out.contains("shop/drain-b (away from zone-b): Active, Applied"), "{out}");
-    assert!(out.contains("shop/drain-c (away from zone-c): Active, NotApplied (Conflict)"), "{out}");
-    assert!(out.contains("shop/yesterday (away from zone-a): Expired"), "{out}");
-    assert!(out.contains("shop/rollback (away from zone-a): Canceled"), "{out}");
-    let out = simulate("zonal-shift", &[at[0], at[1], "--unhealthy", "search-a", "search.example.com"]);
+    assert!(
+        out.contains("shop/drain-b (away from zone-b): Active, Applied"),
+        "{out}"
+    );
+    assert!(
+        out.contains("shop/drain-c (away from zone-c): Active, NotApplied (Conflict)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("shop/yesterday (away from zone-a): Expired"),
+        "{out}"
+    );
+    assert!(
+        out.contains("shop/rollback (away from zone-a): Canceled"),
+        "{out}"
+    );
+    let out = simulate(
+        "zonal-shift",
+        &[
+            at[0],
+            at[1],
+            "--unhealthy",
+            "search-a",
+            "search.example.com",
+        ],
+    );
     assert_eq!(share(&out, "192.0.2.12"), 100.0, "fail open: {out}");
-    assert!(out.contains("NotApplied (NoHealthyCapacityElsewhere)"), "{out}");
+    assert!(
+        out.contains("NotApplied (NoHealthyCapacityElsewhere)"),
+        "{out}"
+    );
     // After drain-b expires at 12:00, drain-c (zone-c) is the oldest active shift.
-    let out = simulate("zonal-shift", &["--now", "2026-11-29T12:00:00Z", "api.example.com"]);
+    let out = simulate(
+        "zonal-shift",
+        &["--now", "2026-11-29T12:00:00Z", "api.example.com"],
+    );
     assert!(near(share(&out, "192.0.2.2"), 50.0), "{out}");
     assert_eq!(share(&out, "192.0.2.3"), 0.0, "{out}");
 }
@@ -120,8 +239,21 @@ fn zonal_shift_example() {
 fn simple_service_example() {
     let out = simulate("simple", &["web.example.com"]);
     assert_eq!(share(&out, "10.0.1.1 10.0.2.1"), 100.0, "{out}");
-    let out = simulate("simple", &["--not-ready", "10.0.1.1", "--not-ready", "10.0.2.1", "web.example.com"]);
-    assert_eq!(share(&out, "10.0.3.1"), 100.0, "serving, terminating fallback: {out}");
+    let out = simulate(
+        "simple",
+        &[
+            "--not-ready",
+            "10.0.1.1",
+            "--not-ready",
+            "10.0.2.1",
+            "web.example.com",
+        ],
+    );
+    assert_eq!(
+        share(&out, "10.0.3.1"),
+        100.0,
+        "serving, terminating fallback: {out}"
+    );
     assert!(simulate("simple", &["web.example.com", "AAAA"]).contains("NODATA"));
     assert!(simulate("simple", &["nope.example.com"]).contains("NXDOMAIN"));
     assert!(simulate("simple", &["www.other.org"]).contains("REFUSED"));

@@ -37,7 +37,9 @@ pub fn share(output: &str, answer: &str) -> f64 {
         .lines()
         .filter_map(|l| {
             let (pct, rest) = l.trim().split_once("%  ")?;
-            (rest == answer).then(|| pct.trim().parse::<f64>().ok()).flatten()
+            (rest == answer)
+                .then(|| pct.trim().parse::<f64>().ok())
+                .flatten()
         })
         .next()
         .unwrap_or(0.0)

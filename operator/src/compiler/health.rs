@@ -173,34 +173,98 @@ fn word(healthy: bool) -> &'static str {
     if healthy { "healthy" } else { "unhealthy" }
 }
 
-/// Evaluates every check: probe checks first, then calculated ones over them.
+/// When one of `check`'s reachable views goes stale, if any does.
+fn stale_at(
+    check: &CheckInput,
+    heartbeats: &HashMap<String, Timestamp>,
+    now: Timestamp,
+) -> Option<Timestamp> {
+    let window = jiff::SignedDuration::from_millis(
+        3 * 1000 * i64::from(check.spec.request_interval_seconds.max(1)),
+    );
+    check
+        .views
+        .iter()
+        .filter_map(|v| heartbeats.get(&v.checker))
+        .map(|hb| *hb + window + jiff::SignedDuration::from_millis(1))
+        .filter(|t| *t > now)
+        .min()
+}
+
+/// Evaluates every check: probe checks first, then calculated ones over them. Also returns
+/// when the result can next change by time alone (a heartbeat going stale).
 pub fn evaluate_all(
     checks: &BTreeMap<ObjectKey, CheckInput>,
     heartbeats: &HashMap<String, Timestamp>,
     now: Timestamp,
-) -> BTreeMap<ObjectKey, CheckHealth> {
-    let mut out = BTreeMap::new();
-    for (key, check) in checks {
-        if check.spec.check_type != CheckType::Calculated {
-            out.insert(key.clone(), probe_health(check, heartbeats, now));
+) -> (BTreeMap<ObjectKey, CheckHealth>, Option<Timestamp>) {
+    let mut health = BTreeMap::new();
+    let valid_until = evaluate_into(
+        checks,
+        heartbeats,
+        now,
+        checks.keys(),
+        &mut health,
+        &mut Vec::new(),
+    );
+    (health, valid_until)
+}
+
+/// Evaluates the probe checks named by `keys` (removing those that no longer exist) and every
+/// calculated check into `health`, pushing the keys whose result changed onto `changed`.
+/// Returns when one of the evaluated results can next change by time alone.
+pub fn evaluate_into<'k>(
+    checks: &BTreeMap<ObjectKey, CheckInput>,
+    heartbeats: &HashMap<String, Timestamp>,
+    now: Timestamp,
+    keys: impl IntoIterator<Item = &'k ObjectKey>,
+    health: &mut BTreeMap<ObjectKey, CheckHealth>,
+    changed: &mut Vec<ObjectKey>,
+) -> Option<Timestamp> {
+    let mut valid_until: Option<Timestamp> = None;
+    fn set(
+        key: &ObjectKey,
+        h: CheckHealth,
+        health: &mut BTreeMap<ObjectKey, CheckHealth>,
+        changed: &mut Vec<ObjectKey>,
+    ) {
+        if health.get(key) != Some(&h) {
+            changed.push(key.clone());
+            health.insert(key.clone(), h);
+        }
+    }
+    for key in keys {
+        match checks.get(key) {
+            Some(check) if check.spec.check_type != CheckType::Calculated => {
+                set(key, probe_health(check, heartbeats, now), health, changed);
+                if let Some(t) = stale_at(check, heartbeats, now) {
+                    valid_until = Some(valid_until.map_or(t, |v| v.min(t)));
+                }
+            }
+            Some(_) => {}
+            None => {
+                if health.remove(key).is_some() {
+                    changed.push(key.clone());
+                }
+            }
         }
     }
     for (key, check) in checks {
         if check.spec.check_type == CheckType::Calculated {
             let sibling = |name: &str| ObjectKey::new(&key.namespace, name);
-            let health = calculated_health(
+            let h = calculated_health(
                 &check.spec,
-                |name| out.get(&sibling(name)),
+                |name| health.get(&sibling(name)),
                 |name| {
                     checks
                         .get(&sibling(name))
                         .is_some_and(|c| c.spec.check_type == CheckType::Calculated)
                 },
             );
-            out.insert(key.clone(), health);
+            set(key, h, health, changed);
         }
     }
-    out
+    valid_until
 }
 
 #[cfg(test)]
@@ -367,7 +431,7 @@ mod tests {
             ObjectKey::new("ns", "outer"),
             CheckInput::new(calc(&["inner"], 1)),
         );
-        let all = evaluate_all(&checks, &HashMap::new(), now());
+        let (all, _) = evaluate_all(&checks, &HashMap::new(), now());
         let outer = &all[&ObjectKey::new("ns", "outer")];
         assert!(!outer.healthy);
         assert!(outer.reason.contains("not allowed"), "{}", outer.reason);
@@ -383,7 +447,7 @@ mod tests {
         let mut spec = calc(&["a"], 1);
         spec.inverted = true;
         checks.insert(ObjectKey::new("ns", "calc"), CheckInput::new(spec));
-        let all = evaluate_all(&checks, &fresh(&["x"]), now());
+        let (all, _) = evaluate_all(&checks, &fresh(&["x"]), now());
         assert!(all[&ObjectKey::new("ns", "a")].healthy);
         assert!(!all[&ObjectKey::new("ns", "calc")].healthy);
     }

@@ -162,12 +162,16 @@ pub struct Compiler {
     /// The last version of each group that compiled, served while a later one is rejected.
     last_good: BTreeMap<ObjectKey, Arc<CompiledGroup<Value>>>,
     /// Which groups read a check, a Service, or another group (alias): who to recompile.
-    check_users: HashMap<ObjectKey, BTreeSet<ObjectKey>>,
-    service_users: HashMap<ObjectKey, BTreeSet<ObjectKey>>,
-    alias_users: HashMap<ObjectKey, BTreeSet<ObjectKey>>,
+    users: HashMap<(Dep, ObjectKey), BTreeSet<ObjectKey>>,
+    /// The reverse: what each group reads.
+    deps_of: HashMap<ObjectKey, Vec<(Dep, ObjectKey)>>,
     /// Groups by normalised name, for name conflicts.
     names: HashMap<String, BTreeSet<ObjectKey>>,
     dirty: BTreeSet<ObjectKey>,
+    dirty_checks: BTreeSet<ObjectKey>,
+    all_checks_dirty: bool,
+    /// When the earliest reachable checker's heartbeat goes stale (H7).
+    checks_valid_until: Option<Timestamp>,
     table: Arc<RoutingTable<Value>>,
     table_dirty: BTreeSet<ObjectKey>,
 }
@@ -213,12 +217,13 @@ impl Compiler {
     }
 
     pub fn upsert_check(&mut self, key: ObjectKey, input: CheckInput) {
-        // Health is re-evaluated for every check on each compile; changes dirty their users.
+        self.dirty_checks.insert(key.clone());
         self.checks.insert(key, input);
     }
 
     /// Sets a check's spec (and the status it had), keeping the views already reported.
     pub fn upsert_check_spec(&mut self, key: ObjectKey, input: CheckInput) {
+        self.dirty_checks.insert(key.clone());
         match self.checks.get_mut(&key) {
             Some(existing) => {
                 existing.spec = input.spec;
@@ -233,6 +238,7 @@ impl Compiler {
     }
 
     pub fn delete_check(&mut self, key: &ObjectKey) {
+        self.dirty_checks.insert(key.clone());
         self.checks.remove(key);
     }
 
@@ -241,6 +247,7 @@ impl Compiler {
         let Some(check) = self.checks.get_mut(key) else {
             return false;
         };
+        self.dirty_checks.insert(key.clone());
         match check.views.iter_mut().find(|v| v.checker == view.checker) {
             Some(v) => *v = view,
             None => check.views.push(view),
@@ -248,8 +255,12 @@ impl Compiler {
         true
     }
 
+    /// Records a checker's heartbeat. A new time can change which checkers count (H7), so
+    /// every check is evaluated again on the next compile.
     pub fn set_heartbeat(&mut self, checker: impl Into<String>, at: Timestamp) {
-        self.heartbeats.insert(checker.into(), at);
+        if self.heartbeats.insert(checker.into(), at) != Some(at) {
+            self.all_checks_dirty = true;
+        }
     }
 
     pub fn upsert_shift(&mut self, key: ObjectKey, input: ShiftInput) {
@@ -291,20 +302,43 @@ impl Compiler {
     pub fn compile(&mut self, now: Timestamp) -> CompileReport {
         let mut report = CompileReport::default();
 
-        // Checks: cheap to evaluate all; only the ones whose result changed cost a recompile.
-        let health = health::evaluate_all(&self.checks, &self.heartbeats, now);
-        let changed: Vec<ObjectKey> = health
-            .iter()
-            .filter(|(k, h)| self.check_health.get(*k) != Some(*h))
-            .map(|(k, _)| k.clone())
-            .chain(
-                self.check_health
-                    .keys()
-                    .filter(|k| !health.contains_key(*k))
-                    .cloned(),
-            )
-            .collect();
-        self.check_health = health;
+        // Checks: all of them when time or heartbeats moved past what the last evaluation
+        // assumed, else only those whose inputs changed. Only changed results cost a recompile.
+        let full = self.all_checks_dirty || self.checks_valid_until.is_some_and(|t| now >= t);
+        let mut changed = Vec::new();
+        if full {
+            self.all_checks_dirty = false;
+            self.dirty_checks.clear();
+            let gone: Vec<ObjectKey> = self
+                .check_health
+                .keys()
+                .filter(|k| !self.checks.contains_key(*k))
+                .cloned()
+                .collect();
+            let keys = self.checks.keys().chain(gone.iter());
+            self.checks_valid_until = health::evaluate_into(
+                &self.checks,
+                &self.heartbeats,
+                now,
+                keys,
+                &mut self.check_health,
+                &mut changed,
+            );
+        } else {
+            let dirty = std::mem::take(&mut self.dirty_checks);
+            let valid_until = health::evaluate_into(
+                &self.checks,
+                &self.heartbeats,
+                now,
+                &dirty,
+                &mut self.check_health,
+                &mut changed,
+            );
+            self.checks_valid_until = match (self.checks_valid_until, valid_until) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
         for key in changed {
             self.dirty_users(&key, Dep::Check);
         }
@@ -359,16 +393,7 @@ impl Compiler {
             .filter_map(|c| c.as_ref().ok())
             .filter(|c| c.state(now) == ShiftState::Active)
             .map(|c| c.expiry);
-        let stale = self.checks.values().flat_map(|c| {
-            let window = jiff::SignedDuration::from_secs(
-                3 * i64::from(c.spec.request_interval_seconds.max(1)),
-            );
-            c.views.iter().filter_map(move |v| {
-                self.heartbeats
-                    .get(&v.checker)
-                    .map(|hb| *hb + window + jiff::SignedDuration::from_millis(1))
-            })
-        });
+        let stale = self.checks_valid_until;
         expiries.chain(stale).filter(|t| *t > now).min()
     }
 
@@ -423,7 +448,7 @@ impl Compiler {
             .map(|o| (o.compiled.clone(), o.healthy));
         if before != after {
             self.table_dirty.insert(key.clone());
-            if let Some(users) = self.alias_users.get(key) {
+            if let Some(users) = self.users.get(&(Dep::Alias, key.clone())) {
                 self.dirty
                     .extend(users.iter().filter(|u| !visiting.contains(*u)).cloned());
             }
@@ -620,51 +645,51 @@ impl Compiler {
     }
 
     fn dirty_users(&mut self, key: &ObjectKey, dep: Dep) {
-        let users = match dep {
-            Dep::Check => self.check_users.get(key),
-            Dep::Service => self.service_users.get(key),
-        };
-        if let Some(users) = users {
+        if let Some(users) = self.users.get(&(dep, key.clone())) {
             self.dirty.extend(users.iter().cloned());
         }
     }
 
     /// Records what group `key` reads, so that a change there recompiles it.
     fn reindex_deps(&mut self, key: &ObjectKey) {
-        for map in [
-            &mut self.check_users,
-            &mut self.service_users,
-            &mut self.alias_users,
-        ] {
-            map.retain(|_, users| {
+        for dep in self.deps_of.remove(key).unwrap_or_default() {
+            if let Some(users) = self.users.get_mut(&dep) {
                 users.remove(key);
-                !users.is_empty()
-            });
+                if users.is_empty() {
+                    self.users.remove(&dep);
+                }
+            }
         }
         let Some(input) = self.groups.get(key) else {
             return;
         };
-        for r in &input.spec.records {
-            let ns = &key.namespace;
-            if let Some(c) = &r.health_check_ref {
-                self.check_users
-                    .entry(ObjectKey::new(ns, &c.name))
-                    .or_default()
-                    .insert(key.clone());
-            }
-            if let Some(s) = &r.service {
-                self.service_users
-                    .entry(ObjectKey::new(ns, &s.name))
-                    .or_default()
-                    .insert(key.clone());
-            }
-            if let Some(a) = &r.alias {
-                self.alias_users
-                    .entry(ObjectKey::new(ns, &a.record_group))
-                    .or_default()
-                    .insert(key.clone());
-            }
+        let ns = &key.namespace;
+        let deps: Vec<(Dep, ObjectKey)> = input
+            .spec
+            .records
+            .iter()
+            .flat_map(|r| {
+                [
+                    r.health_check_ref
+                        .as_ref()
+                        .map(|c| (Dep::Check, ObjectKey::new(ns, &c.name))),
+                    r.service
+                        .as_ref()
+                        .map(|s| (Dep::Service, ObjectKey::new(ns, &s.name))),
+                    r.alias
+                        .as_ref()
+                        .map(|a| (Dep::Alias, ObjectKey::new(ns, &a.record_group))),
+                ]
+            })
+            .flatten()
+            .collect();
+        for dep in &deps {
+            self.users
+                .entry(dep.clone())
+                .or_default()
+                .insert(key.clone());
         }
+        self.deps_of.insert(key.clone(), deps);
     }
 
     // --- outputs -----------------------------------------------------------------------------
@@ -751,8 +776,10 @@ impl Compiler {
     }
 }
 
-#[derive(Clone, Copy)]
+/// What a group can read from outside itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Dep {
     Check,
     Service,
+    Alias,
 }

@@ -915,3 +915,35 @@ proptest! {
         prop_assert_eq!(g.last_resort, !any_healthy);
     }
 }
+
+// SEM-H7 SEM-H1: a checker that stops reporting drops out by time alone: the next compile
+// after its heartbeat is 3 intervals old changes the answer, and next_deadline says when.
+#[test]
+fn stale_checker_drops_out_without_new_input() {
+    let mut c = mk_compiler();
+    mk_failover(&mut c, false);
+    let mut check = CheckInput::new(mk_check("hc-main"));
+    check.views = vec![
+        mk_view("zone-a", true),
+        mk_view("zone-b", false),
+        mk_view("zone-c", false),
+    ];
+    c.upsert_check(key("hc-main"), check);
+    c.set_heartbeat("zone-a", t0());
+    c.set_heartbeat("zone-b", at(25));
+    c.set_heartbeat("zone-c", at(25));
+    c.compile(at(25));
+    assert_eq!(
+        answer(&c, "www"),
+        "192.0.2.1",
+        "1/3 healthy is more than 18%"
+    );
+    let deadline = c.next_deadline(at(25)).expect("a heartbeat goes stale");
+    assert_eq!(deadline, at(30) + jiff::SignedDuration::from_millis(1));
+    c.compile(deadline);
+    assert_eq!(
+        answer(&c, "www"),
+        "198.51.100.1",
+        "zone-a dropped out: 0/2 healthy"
+    );
+}

@@ -1,0 +1,219 @@
+//! Resolver metrics, recorded lock-free on the query path and rendered in the Prometheus text
+//! format by the admin server.
+//!
+//! Queries are counted in a fixed array indexed by (zone, type, rcode); the zones are known at
+//! start. Answers per record group and set identifier live in the serving table (and are
+//! carried over when a new table replaces it).
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use hickory_proto::op::ResponseCode;
+use hickory_proto::rr::RecordType;
+
+use crate::serving::ServingTable;
+
+const TYPES: [&str; 8] = ["A", "AAAA", "CNAME", "TXT", "SOA", "NS", "ANY", "other"];
+const RCODES: [&str; 7] = [
+    "NOERROR", "FORMERR", "SERVFAIL", "NXDOMAIN", "NOTIMP", "REFUSED", "other",
+];
+/// Upper bounds of the latency buckets, in microseconds.
+const BUCKETS_US: [u64; 11] = [
+    10, 25, 50, 100, 250, 500, 1_000, 2_500, 10_000, 100_000, 1_000_000,
+];
+
+pub struct Metrics {
+    /// Zone names; index `zones.len()` is "none" (outside every zone).
+    zones: Vec<String>,
+    queries: Vec<AtomicU64>,
+    latency: [AtomicU64; BUCKETS_US.len() + 1],
+    latency_sum_us: AtomicU64,
+    pub forwarded: AtomicU64,
+    pub upstream_failures: AtomicU64,
+    pub tables_loaded: AtomicU64,
+    started: Instant,
+    table_loaded_at_ms: AtomicU64,
+}
+
+impl Metrics {
+    pub fn new(zones: Vec<String>) -> Self {
+        let slots = (zones.len() + 1) * TYPES.len() * RCODES.len();
+        Metrics {
+            zones,
+            queries: (0..slots).map(|_| AtomicU64::new(0)).collect(),
+            latency: Default::default(),
+            latency_sum_us: AtomicU64::new(0),
+            forwarded: AtomicU64::new(0),
+            upstream_failures: AtomicU64::new(0),
+            tables_loaded: AtomicU64::new(0),
+            started: Instant::now(),
+            table_loaded_at_ms: AtomicU64::new(0),
+        }
+    }
+
+    pub fn record_query(
+        &self,
+        zone: Option<usize>,
+        qtype: RecordType,
+        rcode: ResponseCode,
+        elapsed: Duration,
+    ) {
+        let z = zone.unwrap_or(self.zones.len()).min(self.zones.len());
+        let t = match qtype {
+            RecordType::A => 0,
+            RecordType::AAAA => 1,
+            RecordType::CNAME => 2,
+            RecordType::TXT => 3,
+            RecordType::SOA => 4,
+            RecordType::NS => 5,
+            RecordType::ANY => 6,
+            _ => 7,
+        };
+        let r = match rcode {
+            ResponseCode::NoError => 0,
+            ResponseCode::FormErr => 1,
+            ResponseCode::ServFail => 2,
+            ResponseCode::NXDomain => 3,
+            ResponseCode::NotImp => 4,
+            ResponseCode::Refused => 5,
+            _ => 6,
+        };
+        let slot = (z * TYPES.len() + t) * RCODES.len() + r;
+        self.queries[slot].fetch_add(1, Ordering::Relaxed);
+        let us = elapsed.as_micros() as u64;
+        let bucket = BUCKETS_US
+            .iter()
+            .position(|b| us <= *b)
+            .unwrap_or(BUCKETS_US.len());
+        self.latency[bucket].fetch_add(1, Ordering::Relaxed);
+        self.latency_sum_us.fetch_add(us, Ordering::Relaxed);
+    }
+
+    pub fn table_loaded(&self) {
+        self.tables_loaded.fetch_add(1, Ordering::Relaxed);
+        self.table_loaded_at_ms
+            .store(self.started.elapsed().as_millis() as u64, Ordering::Relaxed);
+    }
+
+    /// The Prometheus text exposition of everything, with the current table's counters.
+    pub fn render(&self, table: Option<&ServingTable>) -> String {
+        let mut out = String::with_capacity(4096);
+        out.push_str("# HELP healthroute_dns_queries_total DNS queries answered, by zone, type and response code.\n");
+        out.push_str("# TYPE healthroute_dns_queries_total counter\n");
+        for (slot, n) in self.queries.iter().enumerate() {
+            let n = n.load(Ordering::Relaxed);
+            if n == 0 {
+                continue;
+            }
+            let r = slot % RCODES.len();
+            let t = (slot / RCODES.len()) % TYPES.len();
+            let z = slot / (RCODES.len() * TYPES.len());
+            let zone = self.zones.get(z).map_or("none", String::as_str);
+            let _ = writeln!(
+                out,
+                "healthroute_dns_queries_total{{zone=\"{zone}\",type=\"{}\",rcode=\"{}\"}} {n}",
+                TYPES[t], RCODES[r]
+            );
+        }
+        out.push_str("# HELP healthroute_dns_request_duration_seconds Time from a parsed query to its answer sent.\n");
+        out.push_str("# TYPE healthroute_dns_request_duration_seconds histogram\n");
+        let mut cumulative = 0;
+        for (i, b) in BUCKETS_US.iter().enumerate() {
+            cumulative += self.latency[i].load(Ordering::Relaxed);
+            let _ = writeln!(
+                out,
+                "healthroute_dns_request_duration_seconds_bucket{{le=\"{}\"}} {cumulative}",
+                *b as f64 / 1e6
+            );
+        }
+        cumulative += self.latency[BUCKETS_US.len()].load(Ordering::Relaxed);
+        let _ = writeln!(
+            out,
+            "healthroute_dns_request_duration_seconds_bucket{{le=\"+Inf\"}} {cumulative}"
+        );
+        let _ = writeln!(
+            out,
+            "healthroute_dns_request_duration_seconds_sum {}",
+            self.latency_sum_us.load(Ordering::Relaxed) as f64 / 1e6
+        );
+        let _ = writeln!(
+            out,
+            "healthroute_dns_request_duration_seconds_count {cumulative}"
+        );
+        for (name, help, v) in [
+            (
+                "healthroute_dns_forwarded_total",
+                "Queries forwarded to the upstream.",
+                &self.forwarded,
+            ),
+            (
+                "healthroute_dns_upstream_failures_total",
+                "Forwarded queries that got no answer from the upstream (answered SERVFAIL).",
+                &self.upstream_failures,
+            ),
+            (
+                "healthroute_table_loads_total",
+                "Routing tables loaded.",
+                &self.tables_loaded,
+            ),
+        ] {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
+                v.load(Ordering::Relaxed)
+            );
+        }
+        if let Some(table) = table {
+            let age = self.started.elapsed().as_millis() as u64
+                - self.table_loaded_at_ms.load(Ordering::Relaxed);
+            let _ = writeln!(
+                out,
+                "# HELP healthroute_table_generation Generation of the routing table being served.\n# TYPE healthroute_table_generation gauge\nhealthroute_table_generation {}",
+                table.generation
+            );
+            let _ = writeln!(
+                out,
+                "# HELP healthroute_table_age_seconds Seconds since the table being served was loaded.\n# TYPE healthroute_table_age_seconds gauge\nhealthroute_table_age_seconds {}",
+                age as f64 / 1000.0
+            );
+            out.push_str("# HELP healthroute_answers_total Answers, by record group and set identifier.\n# TYPE healthroute_answers_total counter\n");
+            for g in table.groups() {
+                for (id, n) in &g.counters.by_set_identifier {
+                    let _ = writeln!(
+                        out,
+                        "healthroute_answers_total{{record_group=\"{}\",set_identifier=\"{}\"}} {}",
+                        g.compiled.key,
+                        escape(id),
+                        n.load(Ordering::Relaxed)
+                    );
+                }
+            }
+            out.push_str("# HELP healthroute_last_resort_answers_total Answers given while no record of the group was healthy (S6).\n# TYPE healthroute_last_resort_answers_total counter\n");
+            for g in table.groups() {
+                let _ = writeln!(
+                    out,
+                    "healthroute_last_resort_answers_total{{record_group=\"{}\"}} {}",
+                    g.compiled.key,
+                    g.counters.last_resort.load(Ordering::Relaxed)
+                );
+            }
+            out.push_str("# HELP healthroute_last_resort Whether a group is answering by last resort now.\n# TYPE healthroute_last_resort gauge\n");
+            for g in table.groups() {
+                let _ = writeln!(
+                    out,
+                    "healthroute_last_resort{{record_group=\"{}\"}} {}",
+                    g.compiled.key,
+                    u8::from(g.compiled.last_resort)
+                );
+            }
+        }
+        out
+    }
+}
+
+fn escape(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}

@@ -1,0 +1,236 @@
+//! Running the resolver: sockets, the admin endpoint, and the table feed.
+//!
+//! ```text
+//!   table source (standalone compiler, or the published table) ──watch──▶ table task
+//!        table task: ServingTable::build ─▶ ArcSwap store ─▶ last-table file (P2)
+//!   UDP sockets (one per core, SO_REUSEPORT) + TCP listener ──▶ hickory Server ──▶ DnsHandler
+//!   admin listener: /metrics /livez /readyz
+//! ```
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwapOption;
+use healthroute_table::{RoutingTable, Value};
+use hickory_server::Server;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::watch;
+
+use crate::handler::{DnsHandler, Forwarder, Shared};
+use crate::metrics::Metrics;
+use crate::serving::{ServingTable, ZoneConfig};
+
+/// How the resolver listens and what it serves.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    pub listen: Vec<SocketAddr>,
+    pub admin_listen: Option<SocketAddr>,
+    pub zones: Vec<ZoneConfig>,
+    pub upstream: Option<SocketAddr>,
+    pub upstream_timeout: Duration,
+    /// Where the last table is written, and read at start when no source has one yet (P2).
+    pub table_file: Option<PathBuf>,
+    /// UDP sockets per listen address (SO_REUSEPORT); default: one per core.
+    pub udp_sockets: usize,
+}
+
+/// A running resolver.
+pub struct Running {
+    pub shared: Arc<Shared>,
+    pub dns_addrs: Vec<SocketAddr>,
+    pub admin_addr: Option<SocketAddr>,
+    server: Server<DnsHandler>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Running {
+    /// Stops accepting, lets in-flight queries finish, and returns.
+    pub async fn shutdown(mut self) {
+        if let Err(e) = self.server.shutdown_gracefully().await {
+            tracing::warn!(error = %e, "DNS server did not stop cleanly");
+        }
+        for t in self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// Binds every socket and starts serving the tables that arrive on `tables`.
+pub async fn start(
+    config: ServeConfig,
+    mut tables: watch::Receiver<Option<Arc<RoutingTable<Value>>>>,
+) -> Result<Running, String> {
+    let zone_names: Vec<String> = config.zones.iter().map(|z| z.apex.clone()).collect();
+    let shared = Arc::new(Shared {
+        table: ArcSwapOption::empty(),
+        upstream: config.upstream.map(|upstream| Forwarder {
+            upstream,
+            timeout: config.upstream_timeout,
+        }),
+        metrics: Metrics::new(zone_names),
+    });
+
+    // P2: serve the last table from disk until a source has a newer one.
+    if tables.borrow().is_none()
+        && let Some(path) = &config.table_file
+    {
+        match read_table_file(path) {
+            Ok(Some(table)) => {
+                let serving = ServingTable::build(&table, &config.zones, None)?;
+                shared.store(serving);
+                tracing::info!(path = %path.display(), generation = table.generation, "serving the last table from disk");
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "ignoring the last-table file")
+            }
+        }
+    }
+
+    let mut server = Server::new(DnsHandler {
+        shared: shared.clone(),
+    });
+    let mut dns_addrs = Vec::new();
+    for addr in &config.listen {
+        let mut bound = *addr;
+        for i in 0..config.udp_sockets.max(1) {
+            let socket =
+                udp_socket(bound).map_err(|e| format!("cannot listen on UDP {bound}: {e}"))?;
+            if i == 0 {
+                bound = socket.local_addr().map_err(|e| e.to_string())?;
+            }
+            server.register_socket(socket);
+        }
+        let tcp = tokio::net::TcpListener::bind(bound)
+            .await
+            .map_err(|e| format!("cannot listen on TCP {bound}: {e}"))?;
+        server.register_listener(tcp, Duration::from_secs(10), 65_535);
+        dns_addrs.push(bound);
+    }
+
+    let mut tasks = Vec::new();
+    // The table task: every new table becomes the serving snapshot.
+    {
+        let shared = shared.clone();
+        let zones = config.zones.clone();
+        let path = config.table_file.clone();
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let current = tables.borrow_and_update().clone();
+                if let Some(table) = current {
+                    let previous = shared.table.load_full();
+                    match ServingTable::build(&table, &zones, previous.as_deref()) {
+                        Ok(serving) => {
+                            shared.store(serving);
+                            tracing::info!(generation = table.generation, groups = table.groups.len(), "serving a new table");
+                            if let Some(path) = &path
+                                && let Err(e) = write_table_file(path, &table)
+                            {
+                                tracing::warn!(path = %path.display(), error = %e, "could not write the last-table file");
+                            }
+                        }
+                        Err(e) => tracing::error!(error = %e, "table rejected; still serving the previous one"),
+                    }
+                }
+                if tables.changed().await.is_err() {
+                    break;
+                }
+            }
+        }));
+    }
+
+    let admin_addr = match config.admin_listen {
+        Some(addr) => {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| format!("cannot listen on admin {addr}: {e}"))?;
+            let local = listener.local_addr().map_err(|e| e.to_string())?;
+            let shared = shared.clone();
+            tasks.push(tokio::spawn(admin(listener, shared)));
+            Some(local)
+        }
+        None => None,
+    };
+    Ok(Running {
+        shared,
+        dns_addrs,
+        admin_addr,
+        server,
+        tasks,
+    })
+}
+
+fn udp_socket(addr: SocketAddr) -> std::io::Result<tokio::net::UdpSocket> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    socket.set_reuse_port(true)?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true)?;
+    }
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    tokio::net::UdpSocket::from_std(socket.into())
+}
+
+/// The last table, as JSON (P2). A missing file is `None`.
+pub fn read_table_file(path: &std::path::Path) -> Result<Option<RoutingTable<Value>>, String> {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| e.to_string()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Writes the table next to `path` and renames it into place, so a crash never leaves half a
+/// file.
+pub fn write_table_file(path: &std::path::Path, table: &RoutingTable<Value>) -> Result<(), String> {
+    let tmp = path.with_extension("tmp");
+    let json = serde_json::to_vec(table).map_err(|e| e.to_string())?;
+    std::fs::write(&tmp, json).map_err(|e| e.to_string())?;
+    std::fs::rename(&tmp, path).map_err(|e| e.to_string())
+}
+
+/// A minimal HTTP/1.1 endpoint: `/metrics`, `/livez`, `/readyz` (ready once a table is loaded).
+async fn admin(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
+    loop {
+        let Ok((mut stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let mut buf = [0u8; 2048];
+            let n = match tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf)).await
+            {
+                Ok(Ok(n)) => n,
+                _ => return,
+            };
+            let request = String::from_utf8_lossy(&buf[..n]);
+            let path = request.split_whitespace().nth(1).unwrap_or("/");
+            let table = shared.table.load_full();
+            let (status, content_type, body) = match path {
+                "/metrics" => (
+                    "200 OK",
+                    "text/plain; version=0.0.4",
+                    shared.metrics.render(table.as_deref()),
+                ),
+                "/livez" => ("200 OK", "text/plain", "ok\n".to_owned()),
+                "/readyz" if table.is_some() => ("200 OK", "text/plain", "ready\n".to_owned()),
+                "/readyz" => (
+                    "503 Service Unavailable",
+                    "text/plain",
+                    "no routing table yet\n".to_owned(),
+                ),
+                _ => ("404 Not Found", "text/plain", "not found\n".to_owned()),
+            };
+            let response = format!(
+                "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(response.as_bytes()).await;
+        });
+    }
+}

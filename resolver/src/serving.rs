@@ -1,0 +1,394 @@
+//! The serving form of a routing table: everything a query needs, built once per table.
+//!
+//! ```text
+//!   RoutingTable<Value> ──build──▶ ServingTable
+//!                                   ├─ zones: apex, SOA and NS records (D1)
+//!                                   ├─ names: name ─▶ [(type, group)], plus empty non-terminals (D2)
+//!                                   └─ groups: CompiledGroup<Record> (answers pre-built as records,
+//!                                      alias targets copied under the alias's own name, R4)
+//!   query ──▶ ServingTable::lookup ──▶ Outcome (borrowed records; no allocation but ANY)
+//! ```
+//!
+//! A new table replaces the old one atomically (`ArcSwap` in the handler); a query only
+//! reads. Per-record answer counters live here too and are carried over to the next table.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use healthroute_table::{
+    CompiledGroup, RecordType as TableType, ResolvedValues, RoutingTable, Sample, Selection,
+    Target, Value, resolve_with,
+};
+use hickory_proto::rr::rdata::{A, AAAA, CNAME, HINFO, NS, SOA, TXT};
+use hickory_proto::rr::{LowerName, Name, RData, Record, RecordType};
+
+/// One served zone: its apex and the records only the apex has.
+#[derive(Debug, Clone)]
+pub struct ZoneConfig {
+    /// Lower-case FQDN with the trailing dot.
+    pub apex: String,
+    /// Name servers announced at the apex; default `ns.<zone>`.
+    pub nameservers: Vec<String>,
+    /// TTL of answers without their own, and the SOA minimum (negative TTL, D1, D7).
+    pub default_ttl: u32,
+}
+
+struct ServedZone {
+    apex: LowerName,
+    soa: Record,
+    ns: Vec<Record>,
+}
+
+/// What a group answered, for metrics: per set identifier, and last-resort answers.
+#[derive(Debug, Default)]
+pub struct GroupCounters {
+    pub by_set_identifier: Vec<(Arc<str>, AtomicU64)>,
+    pub last_resort: AtomicU64,
+}
+
+/// One group, ready to answer.
+pub struct ServingGroup {
+    pub compiled: CompiledGroup<Record>,
+    /// Alias targets reachable from this group, renamed to this group's name.
+    aliases: HashMap<Arc<str>, CompiledGroup<Record>>,
+    pub counters: GroupCounters,
+}
+
+#[derive(Default)]
+struct NameEntry {
+    /// Record types served at this name, and their group. Empty for an empty non-terminal.
+    types: Vec<(RecordType, usize)>,
+}
+
+/// The answer to one query, borrowing from the table.
+pub enum Outcome<'a> {
+    /// NOERROR with these answer records (AA set).
+    Answer(AnswerRecords<'a>),
+    /// NOERROR, no answer, SOA in authority (D2).
+    NoData(&'a Record),
+    /// NXDOMAIN, SOA in authority (D2).
+    NxDomain(&'a Record),
+    /// Not in any served zone (D5): forward, or REFUSED.
+    NotServed,
+}
+
+/// Records of an answer section.
+pub enum AnswerRecords<'a> {
+    Slice(&'a [Record]),
+    Sample(Sample<'a, Record>),
+    Owned(Vec<Record>),
+}
+
+impl AnswerRecords<'_> {
+    pub fn iter(&self) -> Box<dyn Iterator<Item = &Record> + Send + '_> {
+        match self {
+            AnswerRecords::Slice(s) => Box::new(s.iter()),
+            AnswerRecords::Sample(s) => Box::new(s.iter()),
+            AnswerRecords::Owned(v) => Box::new(v.iter()),
+        }
+    }
+    pub fn len(&self) -> usize {
+        match self {
+            AnswerRecords::Slice(s) => s.len(),
+            AnswerRecords::Sample(s) => s.len(),
+            AnswerRecords::Owned(v) => v.len(),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Everything the DNS handler reads, for one table generation.
+pub struct ServingTable {
+    pub generation: u64,
+    zones: Vec<ServedZone>,
+    names: HashMap<LowerName, NameEntry>,
+    groups: Vec<ServingGroup>,
+}
+
+impl ServingTable {
+    /// Builds the serving form of `table`. Counters of groups and records that are still
+    /// there are carried over from `previous`, so that metrics stay monotonic.
+    pub fn build(
+        table: &RoutingTable<Value>,
+        zones: &[ZoneConfig],
+        previous: Option<&ServingTable>,
+    ) -> Result<ServingTable, String> {
+        let serial = (table.generation % u64::from(u32::MAX)) as u32;
+        let mut served = Vec::with_capacity(zones.len());
+        for z in zones {
+            let apex = parse_name(&z.apex)?;
+            let mname = z
+                .nameservers
+                .first()
+                .cloned()
+                .unwrap_or_else(|| format!("ns.{}", z.apex));
+            let soa = SOA::new(
+                parse_name(&mname)?,
+                parse_name(&format!("hostmaster.{}", z.apex))?,
+                serial,
+                3600,
+                600,
+                86400,
+                z.default_ttl,
+            );
+            let ns_names: Vec<String> = if z.nameservers.is_empty() {
+                vec![mname]
+            } else {
+                z.nameservers.clone()
+            };
+            let mut ns = Vec::new();
+            for n in ns_names {
+                ns.push(Record::from_rdata(
+                    apex.clone(),
+                    z.default_ttl,
+                    RData::NS(NS(parse_name(&n)?)),
+                ));
+            }
+            served.push(ServedZone {
+                apex: LowerName::from(&apex),
+                soa: Record::from_rdata(apex.clone(), z.default_ttl, RData::SOA(soa)),
+                ns,
+            });
+        }
+        // Most specific zone first.
+        served.sort_by_key(|z| std::cmp::Reverse(z.apex.num_labels()));
+
+        let mut groups = Vec::with_capacity(table.groups.len());
+        let mut names: HashMap<LowerName, NameEntry> = HashMap::new();
+        let old_counters: HashMap<&str, &GroupCounters> = previous
+            .map(|p| {
+                p.groups
+                    .iter()
+                    .map(|g| (&*g.compiled.key, &g.counters))
+                    .collect()
+            })
+            .unwrap_or_default();
+        for group in table.groups.values() {
+            let name = parse_name(&group.name)?;
+            let compiled = encode_group(group, &name);
+            let mut aliases = HashMap::new();
+            let mut pending: Vec<Arc<str>> = alias_targets(&group.selection);
+            while let Some(key) = pending.pop() {
+                if aliases.contains_key(&key) || aliases.len() > 64 {
+                    continue;
+                }
+                let Some(target) = table.groups.get(&key) else {
+                    continue;
+                };
+                pending.extend(alias_targets(&target.selection));
+                aliases.insert(key, encode_group(target, &name));
+            }
+            let counters = GroupCounters {
+                by_set_identifier: set_identifiers(&group.selection)
+                    .into_iter()
+                    .map(|id| {
+                        let before = old_counters
+                            .get(&*group.key)
+                            .and_then(|c| c.by_set_identifier.iter().find(|(k, _)| *k == id))
+                            .map_or(0, |(_, n)| n.load(Ordering::Relaxed));
+                        (id, AtomicU64::new(before))
+                    })
+                    .collect(),
+                last_resort: AtomicU64::new(
+                    old_counters
+                        .get(&*group.key)
+                        .map_or(0, |c| c.last_resort.load(Ordering::Relaxed)),
+                ),
+            };
+            let index = groups.len();
+            let lower = LowerName::from(&name);
+            names
+                .entry(lower.clone())
+                .or_default()
+                .types
+                .push((record_type(group.record_type), index));
+            // Empty non-terminals between the name and its zone exist (NODATA, not NXDOMAIN).
+            let mut parent = lower.base_name();
+            while served.iter().any(|z| z.apex.zone_of(&parent)) && !parent.is_root() {
+                names.entry(parent.clone()).or_default();
+                if served.iter().any(|z| z.apex == parent) {
+                    break;
+                }
+                parent = parent.base_name();
+            }
+            groups.push(ServingGroup {
+                compiled,
+                aliases,
+                counters,
+            });
+        }
+        Ok(ServingTable {
+            generation: table.generation,
+            zones: served,
+            names,
+            groups,
+        })
+    }
+
+    /// The zone a name is in, if any.
+    fn zone_of(&self, name: &LowerName) -> Option<&ServedZone> {
+        self.zones.iter().find(|z| z.apex.zone_of(name))
+    }
+
+    /// Index of the served zone holding `name`, for metrics labels.
+    pub fn zone_index(&self, name: &LowerName) -> Option<usize> {
+        self.zones.iter().position(|z| z.apex.zone_of(name))
+    }
+
+    pub fn zone_names(&self) -> Vec<String> {
+        self.zones.iter().map(|z| z.apex.to_string()).collect()
+    }
+
+    pub fn groups(&self) -> &[ServingGroup] {
+        &self.groups
+    }
+
+    /// Answers one question (D1, D2, D6; S-rules through the compiled selection).
+    pub fn lookup(
+        &self,
+        name: &LowerName,
+        qtype: RecordType,
+        rng: &mut fastrand::Rng,
+    ) -> Outcome<'_> {
+        let Some(zone) = self.zone_of(name) else {
+            return Outcome::NotServed;
+        };
+        let at_apex = zone.apex == *name;
+        let entry = self.names.get(name);
+        if at_apex {
+            match qtype {
+                RecordType::SOA => {
+                    return Outcome::Answer(AnswerRecords::Slice(std::slice::from_ref(&zone.soa)));
+                }
+                RecordType::NS => return Outcome::Answer(AnswerRecords::Slice(&zone.ns)),
+                _ => {}
+            }
+        }
+        let Some(entry) = entry else {
+            return if at_apex {
+                if qtype == RecordType::ANY {
+                    return Outcome::Answer(AnswerRecords::Owned(vec![rfc8482(name, zone)]));
+                }
+                Outcome::NoData(&zone.soa)
+            } else {
+                Outcome::NxDomain(&zone.soa)
+            };
+        };
+        if qtype == RecordType::ANY {
+            // RFC 8482: a minimal answer instead of every RRset.
+            return Outcome::Answer(AnswerRecords::Owned(vec![rfc8482(name, zone)]));
+        }
+        let found = entry
+            .types
+            .iter()
+            .find(|(t, _)| *t == qtype)
+            // A CNAME answers every type at its name.
+            .or_else(|| entry.types.iter().find(|(t, _)| *t == RecordType::CNAME));
+        match found {
+            Some(&(_, index)) => self.answer_group(index, rng),
+            None => Outcome::NoData(&zone.soa),
+        }
+    }
+
+    fn answer_group(&self, index: usize, rng: &mut fastrand::Rng) -> Outcome<'_> {
+        let group = &self.groups[index];
+        let Some(resolved) = resolve_with(&group.compiled, rng, |key| group.aliases.get(key))
+        else {
+            return Outcome::NoData(&self.zones[0].soa);
+        };
+        if let Some((_, n)) =
+            group.counters.by_set_identifier.iter().find(|(k, _)| {
+                Arc::ptr_eq(k, resolved.set_identifier) || k == resolved.set_identifier
+            })
+        {
+            n.fetch_add(1, Ordering::Relaxed);
+        }
+        if resolved.last_resort {
+            group.counters.last_resort.fetch_add(1, Ordering::Relaxed);
+        }
+        Outcome::Answer(match resolved.values {
+            ResolvedValues::Slice(s) => AnswerRecords::Slice(s),
+            ResolvedValues::Sample(s) => AnswerRecords::Sample(s),
+        })
+    }
+}
+
+fn rfc8482(name: &LowerName, zone: &ServedZone) -> Record {
+    let ttl = zone.soa.ttl;
+    Record::from_rdata(
+        Name::from(name.clone()),
+        ttl,
+        RData::HINFO(HINFO::new("RFC8482".into(), String::new())),
+    )
+}
+
+fn parse_name(raw: &str) -> Result<Name, String> {
+    Name::from_ascii(raw).map_err(|e| format!("{raw:?} is not a DNS name: {e}"))
+}
+
+fn record_type(t: TableType) -> RecordType {
+    match t {
+        TableType::A => RecordType::A,
+        TableType::Aaaa => RecordType::AAAA,
+        TableType::Cname => RecordType::CNAME,
+        TableType::Txt => RecordType::TXT,
+    }
+}
+
+/// Builds the answer records of `group` under `owner` (its own name, or an alias's).
+fn encode_group(group: &CompiledGroup<Value>, owner: &Name) -> CompiledGroup<Record> {
+    let ttl = group.ttl;
+    group.map(&mut |v: &Value| {
+        let rdata = match v {
+            Value::A(a) => RData::A(A(*a)),
+            Value::Aaaa(a) => RData::AAAA(AAAA(*a)),
+            // Validated by the compiler; the root name is a harmless stand-in.
+            Value::Cname(n) => {
+                RData::CNAME(CNAME(Name::from_ascii(n).unwrap_or_else(|_| Name::root())))
+            }
+            Value::Txt(t) => RData::TXT(TXT::new(txt_strings(t))),
+        };
+        Record::from_rdata(owner.clone(), ttl, rdata)
+    })
+}
+
+fn alias_targets<V>(selection: &Selection<V>) -> Vec<Arc<str>> {
+    selection
+        .answers()
+        .into_iter()
+        .filter_map(|a| match &a.target {
+            Target::Alias(k) => Some(k.clone()),
+            Target::Values(_) => None,
+        })
+        .collect()
+}
+
+fn set_identifiers<V>(selection: &Selection<V>) -> Vec<Arc<str>> {
+    match selection {
+        Selection::MultiValue {
+            set_identifiers, ..
+        } => set_identifiers.iter().take(1).cloned().collect(),
+        s => s
+            .answers()
+            .into_iter()
+            .map(|a| a.set_identifier.clone())
+            .collect(),
+    }
+}
+
+/// Splits a TXT value into character-strings of at most 255 bytes, on character boundaries.
+fn txt_strings(text: &str) -> Vec<String> {
+    let mut out = vec![String::new()];
+    for c in text.chars() {
+        if out.last().is_some_and(|s| s.len() + c.len_utf8() > 255) {
+            out.push(String::new());
+        }
+        if let Some(last) = out.last_mut() {
+            last.push(c);
+        }
+    }
+    out
+}

@@ -1,0 +1,164 @@
+//! Standalone mode: a directory of manifests, compiled in-process, served by this resolver.
+//!
+//! ```text
+//!   DIR ──poll (250 ms)──▶ Manifests::load_dir ──▶ Compiler ──▶ watch<RoutingTable> ──▶ server
+//!                  bad edit: log every error, keep the last good configuration
+//!   checker views ──▶ Compiler (H1: probes run on their own schedule; queries never wait)
+//!   next deadline (shift expiry, stale checker) ──▶ compile again
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use healthroute_operator::compiler::{CheckerView, Compiler, ObjectKey, ServedZones};
+use healthroute_operator::manifests::Manifests;
+use healthroute_table::{RoutingTable, Value};
+use jiff::Timestamp;
+use tokio::sync::{mpsc, watch};
+
+/// How often the directory is checked for changes.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(250);
+
+/// A view of one check from a checker, or its heartbeat.
+#[derive(Debug, Clone)]
+pub enum CheckerEvent {
+    View { check: ObjectKey, view: CheckerView },
+    Heartbeat { checker: String, at: Timestamp },
+}
+
+/// What identifies the state of the directory: every manifest file's path, size and mtime.
+fn fingerprint(dir: &Path) -> Vec<(PathBuf, u64, Option<SystemTime>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let path = e.path();
+            let Ok(meta) = e.metadata() else { continue };
+            if meta.is_dir() {
+                stack.push(path);
+            } else {
+                out.push((path, meta.len(), meta.modified().ok()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The compile loop of standalone mode. Publishes a table after every change that changes it.
+pub struct Standalone {
+    dir: PathBuf,
+    compiler: Compiler,
+    manifests: Option<Manifests>,
+    fingerprint: Vec<(PathBuf, u64, Option<SystemTime>)>,
+    tables: watch::Sender<Option<Arc<RoutingTable<Value>>>>,
+    /// Called with the manifests after each good load (the checker follows the checks).
+    on_manifests: Box<dyn FnMut(&Manifests) + Send>,
+}
+
+impl Standalone {
+    pub fn new(
+        dir: PathBuf,
+        zones: ServedZones,
+        default_ttl: u32,
+        tables: watch::Sender<Option<Arc<RoutingTable<Value>>>>,
+        on_manifests: Box<dyn FnMut(&Manifests) + Send>,
+    ) -> Self {
+        Standalone {
+            dir,
+            compiler: Compiler::new(zones, default_ttl),
+            manifests: None,
+            fingerprint: Vec::new(),
+            tables,
+            on_manifests,
+        }
+    }
+
+    /// Loads the directory if it changed. Returns an error (and changes nothing) when a
+    /// manifest is bad.
+    pub fn reload(&mut self) -> Result<bool, String> {
+        let fp = fingerprint(&self.dir);
+        if fp == self.fingerprint && self.manifests.is_some() {
+            return Ok(false);
+        }
+        self.fingerprint = fp;
+        let manifests = Manifests::load_dir(&self.dir).map_err(|e| e.to_string())?;
+        for w in &manifests.warnings {
+            tracing::warn!("{w}");
+        }
+        manifests.apply_to(&mut self.compiler, self.manifests.as_ref());
+        (self.on_manifests)(&manifests);
+        self.manifests = Some(manifests);
+        Ok(true)
+    }
+
+    pub fn apply(&mut self, event: CheckerEvent) {
+        match event {
+            CheckerEvent::View { check, view } => {
+                self.compiler.set_check_view(&check, view);
+            }
+            CheckerEvent::Heartbeat { checker, at } => self.compiler.set_heartbeat(checker, at),
+        }
+    }
+
+    /// Compiles and publishes when the table changed; logs rejected groups once per change.
+    pub fn compile_and_publish(&mut self) {
+        let now = Timestamp::now();
+        let report = self.compiler.compile(now);
+        if report.recompiled > 0 {
+            for key in self.compiler.group_keys() {
+                if let Some(Err(r)) = self.compiler.outcome(key).map(|o| &o.compiled) {
+                    tracing::warn!(record_group = %key, reason = r.reason, "{}", r.message);
+                }
+            }
+        }
+        let fresh = self.tables.borrow().as_ref().map(|t| t.generation) != Some(report.generation);
+        if report.table_changes > 0 || fresh {
+            self.tables.send_replace(Some(self.compiler.table()));
+        }
+    }
+
+    pub fn next_deadline(&self) -> Option<Duration> {
+        let now = Timestamp::now();
+        self.compiler.next_deadline(now).map(|t| {
+            let ms = (t.as_millisecond() - now.as_millisecond()).max(0) as u64;
+            Duration::from_millis(ms)
+        })
+    }
+
+    /// Runs until `shutdown` fires: polls the directory, applies checker events, recompiles.
+    pub async fn run(
+        mut self,
+        mut events: mpsc::Receiver<CheckerEvent>,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
+        let mut poll = tokio::time::interval(POLL_INTERVAL);
+        poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let deadline = self.next_deadline().unwrap_or(Duration::from_secs(3600));
+            tokio::select! {
+                _ = poll.tick() => {
+                    match self.reload() {
+                        Ok(true) => tracing::info!(dir = %self.dir.display(), "manifests loaded"),
+                        Ok(false) => {}
+                        Err(e) => tracing::error!(dir = %self.dir.display(), "keeping the last good configuration:\n{e}"),
+                    }
+                }
+                Some(event) = events.recv() => {
+                    self.apply(event);
+                    // Coalesce a burst of events into one compile.
+                    while let Ok(event) = events.try_recv() {
+                        self.apply(event);
+                    }
+                }
+                _ = tokio::time::sleep(deadline) => {}
+                _ = shutdown.changed() => return,
+            }
+            self.compile_and_publish();
+        }
+    }
+}

@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod checker;
 pub mod compiler;
 pub mod crd;
 pub mod manifests;

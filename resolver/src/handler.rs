@@ -34,6 +34,8 @@ pub struct Shared {
     pub table: ArcSwapOption<ServingTable>,
     pub upstream: Option<Forwarder>,
     pub metrics: Metrics,
+    /// The in-process checker's counters (standalone mode), exported with ours.
+    pub checker: Option<(String, Arc<healthroute_operator::checker::CheckerMetrics>)>,
 }
 
 impl Shared {

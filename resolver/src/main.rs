@@ -8,6 +8,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use tokio::sync::{mpsc, watch};
 
+use healthroute_operator::checker::{Checker, Cidr, TargetPolicy};
 use healthroute_resolver::config::{FileConfig, zones_and_ttl};
 use healthroute_resolver::server::{self, ServeConfig};
 use healthroute_resolver::serving::ZoneConfig;
@@ -68,6 +69,13 @@ struct ServeArgs {
     /// UDP sockets per listen address (SO_REUSEPORT); default one per core.
     #[arg(long = "udp-sockets", value_name = "N")]
     udp_sockets: Option<usize>,
+    /// Standalone checker: only probe targets in these ranges (CIDR, repeatable).
+    #[arg(long = "checker-allow", value_name = "CIDR")]
+    checker_allow: Vec<Cidr>,
+    /// Standalone checker: never probe targets in these ranges (CIDR, repeatable), on top of
+    /// link-local (169.254.0.0/16, fe80::/10), which is always denied.
+    #[arg(long = "checker-deny", value_name = "CIDR")]
+    checker_deny: Vec<Cidr>,
     /// Log format.
     #[arg(long = "log-format", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
@@ -156,14 +164,32 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         upstream: args.upstream.or(file.upstream),
         upstream_timeout: Duration::from_secs(args.upstream_timeout.max(1)),
         table_file: args.table_file.clone(),
+        checker: None,
         udp_sockets: args
             .udp_sockets
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
     };
 
+    // The in-process checker probes every HealthCheck of the directory (H1: on its own
+    // schedule); its views reach the compiler through the event channel.
+    let (events_tx, events_rx) = mpsc::channel(4096);
+    let mut policy = TargetPolicy::standalone_default();
+    policy.allow = args.checker_allow.clone();
+    policy.deny.extend(args.checker_deny.iter().copied());
+    let mut checker = Checker::new("standalone", None, policy, events_tx);
+    checker.start_heartbeat(Duration::from_secs(1));
+    let mut config = config;
+    config.checker = Some((checker.name().to_owned(), checker.metrics.clone()));
+    let on_manifests = Box::new(move |m: &healthroute_operator::manifests::Manifests| {
+        checker.sync(m.checks.iter().map(|(k, c)| (k, &c.spec)));
+        tracing::info!(
+            checks = checker.running(),
+            "checker following the manifests"
+        );
+    });
+
     let (table_tx, table_rx) = watch::channel(None);
-    let mut standalone =
-        Standalone::new(dir.clone(), zones, default_ttl, table_tx, Box::new(|_| {}));
+    let mut standalone = Standalone::new(dir.clone(), zones, default_ttl, table_tx, on_manifests);
     // The first load decides whether we start at all: a bad directory is an error, not a
     // silently empty server (unless the last table on disk can be served).
     if let Err(e) = standalone.reload() {
@@ -181,7 +207,6 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     if let Some(addr) = running.admin_addr {
         tracing::info!(%addr, "admin endpoint: /metrics /livez /readyz");
     }
-    let (_events_tx, events_rx) = mpsc::channel(1024);
     let (stop_tx, stop_rx) = watch::channel(false);
     let compile_loop = tokio::spawn(standalone.run(events_rx, stop_rx));
 

@@ -34,6 +34,8 @@ pub struct ServeConfig {
     pub table_file: Option<PathBuf>,
     /// UDP sockets per listen address (SO_REUSEPORT); default: one per core.
     pub udp_sockets: usize,
+    /// An in-process checker whose metrics the admin endpoint exports.
+    pub checker: Option<(String, Arc<healthroute_operator::checker::CheckerMetrics>)>,
 }
 
 /// A running resolver.
@@ -70,6 +72,7 @@ pub async fn start(
             timeout: config.upstream_timeout,
         }),
         metrics: Metrics::new(zone_names),
+        checker: config.checker.clone(),
     });
 
     // P2: serve the last table from disk until a source has a newer one.
@@ -212,11 +215,13 @@ async fn admin(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
             let path = request.split_whitespace().nth(1).unwrap_or("/");
             let table = shared.table.load_full();
             let (status, content_type, body) = match path {
-                "/metrics" => (
-                    "200 OK",
-                    "text/plain; version=0.0.4",
-                    shared.metrics.render(table.as_deref()),
-                ),
+                "/metrics" => {
+                    let mut body = shared.metrics.render(table.as_deref());
+                    if let Some((name, checker)) = &shared.checker {
+                        body.push_str(&checker.render(name));
+                    }
+                    ("200 OK", "text/plain; version=0.0.4", body)
+                }
                 "/livez" => ("200 OK", "text/plain", "ok\n".to_owned()),
                 "/readyz" if table.is_some() => ("200 OK", "text/plain", "ready\n".to_owned()),
                 "/readyz" => (

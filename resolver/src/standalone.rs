@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use healthroute_operator::compiler::{CheckerView, Compiler, ObjectKey, ServedZones};
+use healthroute_operator::checker::CheckerEvent;
+use healthroute_operator::compiler::{Compiler, ServedZones};
 use healthroute_operator::manifests::Manifests;
 use healthroute_table::{RoutingTable, Value};
 use jiff::Timestamp;
@@ -19,13 +20,6 @@ use tokio::sync::{mpsc, watch};
 
 /// How often the directory is checked for changes.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(250);
-
-/// A view of one check from a checker, or its heartbeat.
-#[derive(Debug, Clone)]
-pub enum CheckerEvent {
-    View { check: ObjectKey, view: CheckerView },
-    Heartbeat { checker: String, at: Timestamp },
-}
 
 /// What identifies the state of the directory: every manifest file's path, size and mtime.
 fn fingerprint(dir: &Path) -> Vec<(PathBuf, u64, Option<SystemTime>)> {

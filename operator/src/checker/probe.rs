@@ -1,0 +1,429 @@
+//! One observation of one target (SEMANTICS H2, H3, H4).
+//!
+//! HTTP/1.1 is spoken by hand over a tokio socket: the probe needs exact control over what
+//! the rules time (connect within the connect timeout; status line, and the search string
+//! within the first 5,120 body bytes, within the response timeout after connecting), reads
+//! no more than that prefix, follows no redirect, and must not validate certificates (HTTPS
+//! health checks pass on self-signed and expired certificates, as Route 53's do).
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use rustls::pki_types::ServerName;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::api::{CheckType, HealthCheckSpec};
+
+use super::policy::TargetPolicy;
+
+/// How many body bytes a search string may be found in (H3).
+pub const SEARCH_WINDOW: usize = 5120;
+/// Response headers larger than this are a failure, not a reason to read on.
+const MAX_HEADER_BYTES: usize = 16 * 1024;
+
+/// What a probe does, derived from a HealthCheck spec.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProbeSpec {
+    pub kind: ProbeKind,
+    pub address: String,
+    pub port: u16,
+    pub path: String,
+    pub host: Option<String>,
+    pub search: Option<Vec<u8>>,
+    pub connect_timeout: Duration,
+    pub response_timeout: Duration,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProbeKind {
+    Http,
+    Https,
+    Tcp,
+}
+
+impl ProbeSpec {
+    /// The probe of a check; `None` for calculated checks (and checks without a target).
+    pub fn from_check(spec: &HealthCheckSpec) -> Option<ProbeSpec> {
+        let kind = match spec.check_type {
+            CheckType::Http => ProbeKind::Http,
+            CheckType::Https => ProbeKind::Https,
+            CheckType::Tcp => ProbeKind::Tcp,
+            CheckType::Calculated => return None,
+        };
+        let target = spec.target.as_ref()?;
+        Some(ProbeSpec {
+            kind,
+            address: target.address.clone(),
+            port: target.port,
+            path: target.path.clone().unwrap_or_else(|| "/".into()),
+            host: target.host.clone(),
+            search: spec.search_string.as_ref().map(|s| s.as_bytes().to_vec()),
+            connect_timeout: Duration::from_secs(u64::from(spec.connect_timeout_seconds())),
+            response_timeout: Duration::from_secs(u64::from(spec.response_timeout_seconds)),
+        })
+    }
+
+    /// The longest one probe can take.
+    pub fn budget(&self) -> Duration {
+        self.connect_timeout + self.response_timeout
+    }
+}
+
+/// One observation: healthy or not, how long it took, and why, in a few words.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Observation {
+    pub healthy: bool,
+    pub latency: Duration,
+    pub reason: String,
+    /// The target was denied by the checker's policy and not probed.
+    pub rejected: bool,
+}
+
+fn fail(start: Instant, reason: impl Into<String>) -> Observation {
+    Observation {
+        healthy: false,
+        latency: start.elapsed(),
+        reason: reason.into(),
+        rejected: false,
+    }
+}
+
+fn secs(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{s:.0} s")
+    } else {
+        format!("{s:.1} s")
+    }
+}
+
+/// Probes once. Never panics; every failure is an unhealthy observation with a reason.
+pub async fn probe(spec: &ProbeSpec, policy: &TargetPolicy) -> Observation {
+    let start = Instant::now();
+    // Resolve names here, and check the policy on what they resolve to, so that a name cannot
+    // lead a checker somewhere its policy denies.
+    let addrs: Vec<IpAddr> = match spec.address.parse::<IpAddr>() {
+        Ok(ip) => vec![ip],
+        Err(_) => match tokio::time::timeout(
+            spec.connect_timeout,
+            tokio::net::lookup_host((spec.address.as_str(), spec.port)),
+        )
+        .await
+        {
+            Ok(Ok(found)) => found.map(|a| a.ip()).collect(),
+            Ok(Err(e)) => return fail(start, format!("cannot resolve {}: {e}", spec.address)),
+            Err(_) => return fail(start, format!("resolving {} timed out", spec.address)),
+        },
+    };
+    let Some(ip) = addrs.first().copied() else {
+        return fail(start, format!("{} resolves to no address", spec.address));
+    };
+    if let Some(rule) = policy.denies(ip) {
+        return Observation {
+            healthy: false,
+            latency: Duration::ZERO,
+            reason: format!("target {ip} rejected: denied by checker policy ({rule})"),
+            rejected: true,
+        };
+    }
+    let addr = SocketAddr::new(ip, spec.port);
+    let tcp = match tokio::time::timeout(spec.connect_timeout, TcpStream::connect(addr)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+            return fail(start, "connect refused");
+        }
+        Ok(Err(e)) => return fail(start, format!("connect failed: {e}")),
+        Err(_) => {
+            return fail(
+                start,
+                format!("connect timeout after {}", secs(spec.connect_timeout)),
+            );
+        }
+    };
+    if spec.kind == ProbeKind::Tcp {
+        return Observation {
+            healthy: true,
+            latency: start.elapsed(),
+            reason: format!("connected in {} ms", start.elapsed().as_millis()),
+            rejected: false,
+        };
+    }
+    let _ = tcp.set_nodelay(true);
+    let exchange = async {
+        match spec.kind {
+            ProbeKind::Https => {
+                let server_name = spec
+                    .host
+                    .clone()
+                    .and_then(|h| ServerName::try_from(h).ok())
+                    .unwrap_or_else(|| ServerName::IpAddress(ip.into()));
+                let tls = tokio_rustls::TlsConnector::from(insecure_tls_config()?)
+                    .connect(server_name, tcp)
+                    .await
+                    .map_err(|e| format!("TLS handshake failed: {e}"))?;
+                http_exchange(tls, spec).await
+            }
+            _ => http_exchange(tcp, spec).await,
+        }
+    };
+    match tokio::time::timeout(spec.response_timeout, exchange).await {
+        Ok(Ok(status)) => Observation {
+            healthy: true,
+            latency: start.elapsed(),
+            reason: format!("{status} in {} ms", start.elapsed().as_millis()),
+            rejected: false,
+        },
+        Ok(Err(reason)) => fail(start, reason),
+        Err(_) => fail(
+            start,
+            format!("timeout after {}", secs(spec.response_timeout)),
+        ),
+    }
+}
+
+/// Sends the request and reads the status, then the body prefix when a search string is set.
+/// Returns the status text on success, the failure reason otherwise.
+async fn http_exchange<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
+    spec: &ProbeSpec,
+) -> Result<String, String> {
+    let host = spec
+        .host
+        .clone()
+        .unwrap_or_else(|| match spec.address.parse::<IpAddr>() {
+            Ok(IpAddr::V6(v6)) => format!("[{v6}]"),
+            _ => spec.address.clone(),
+        });
+    let default_port = if spec.kind == ProbeKind::Https {
+        443
+    } else {
+        80
+    };
+    let host_header = if spec.port == default_port {
+        host
+    } else {
+        format!("{host}:{}", spec.port)
+    };
+    let request = format!(
+        "GET {} HTTP/1.1\r\nHost: {host_header}\r\nUser-Agent: healthroute-checker\r\nAccept: */*\r\nConnection: close\r\n\r\n",
+        spec.path
+    );
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .map_err(|e| format!("sending the request failed: {e}"))?;
+
+    let mut buf = Vec::with_capacity(4096);
+    let header_end = loop {
+        if let Some(i) = find(&buf, b"\r\n\r\n") {
+            break i + 4;
+        }
+        if buf.len() > MAX_HEADER_BYTES {
+            return Err("response headers over 16 KiB".into());
+        }
+        let n = read_more(&mut stream, &mut buf).await?;
+        if n == 0 {
+            return Err(if buf.is_empty() {
+                "connection closed without a response".into()
+            } else {
+                "connection closed in the response headers".into()
+            });
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..header_end]).into_owned();
+    let status_line = head.lines().next().unwrap_or("");
+    let mut parts = status_line.splitn(3, ' ');
+    let version = parts.next().unwrap_or("");
+    let code: u16 = parts
+        .next()
+        .and_then(|c| c.parse().ok())
+        .filter(|_| version.starts_with("HTTP/"))
+        .ok_or_else(|| format!("not an HTTP response: {:?}", truncate(status_line, 40)))?;
+    let status = format!("{code} {}", parts.next().unwrap_or("").trim());
+    if !(200..400).contains(&code) {
+        return Err(format!("status {code}"));
+    }
+    let Some(search) = &spec.search else {
+        return Ok(status.trim_end().to_owned());
+    };
+
+    // H3: the search string within the first 5,120 body bytes, decoded if chunked.
+    let chunked = head.lines().any(|l| {
+        let l = l.to_ascii_lowercase();
+        l.starts_with("transfer-encoding:") && l.contains("chunked")
+    });
+    let mut raw = buf.split_off(header_end);
+    let mut body = Vec::with_capacity(SEARCH_WINDOW);
+    let mut decoder = Dechunker::default();
+    loop {
+        if chunked {
+            decoder.feed(&mut raw, &mut body);
+        } else {
+            body.append(&mut raw);
+        }
+        let window = &body[..body.len().min(SEARCH_WINDOW)];
+        if find(window, search).is_some() {
+            return Ok(status.trim_end().to_owned());
+        }
+        if body.len() >= SEARCH_WINDOW || decoder.done {
+            break;
+        }
+        if read_more(&mut stream, &mut raw).await? == 0 {
+            break;
+        }
+    }
+    Err(format!(
+        "search string not found in first {SEARCH_WINDOW} bytes"
+    ))
+}
+
+async fn read_more<S: AsyncRead + Unpin>(
+    stream: &mut S,
+    buf: &mut Vec<u8>,
+) -> Result<usize, String> {
+    let mut chunk = [0u8; 4096];
+    match stream.read(&mut chunk).await {
+        Ok(n) => {
+            buf.extend_from_slice(&chunk[..n]);
+            Ok(n)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => Err("connection reset".into()),
+        Err(e) => Err(format!("reading the response failed: {e}")),
+    }
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    if needle.is_empty() {
+        return Some(0);
+    }
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    s.chars().take(n).collect()
+}
+
+/// Decodes `Transfer-Encoding: chunked` incrementally.
+#[derive(Default)]
+struct Dechunker {
+    /// Bytes left in the current chunk; `None` while a size line is expected.
+    remaining: Option<usize>,
+    done: bool,
+}
+
+impl Dechunker {
+    fn feed(&mut self, raw: &mut Vec<u8>, body: &mut Vec<u8>) {
+        let mut pos = 0;
+        while !self.done {
+            match self.remaining {
+                None => {
+                    let Some(end) = find(&raw[pos..], b"\r\n") else {
+                        break;
+                    };
+                    let line = String::from_utf8_lossy(&raw[pos..pos + end]).into_owned();
+                    let size =
+                        usize::from_str_radix(line.split(';').next().unwrap_or("").trim(), 16)
+                            .unwrap_or(0);
+                    pos += end + 2;
+                    if size == 0 {
+                        self.done = true;
+                    } else {
+                        self.remaining = Some(size);
+                    }
+                }
+                Some(0) => {
+                    // The CRLF after a chunk.
+                    if raw.len() - pos < 2 {
+                        break;
+                    }
+                    pos += 2;
+                    self.remaining = None;
+                }
+                Some(n) => {
+                    let take = n.min(raw.len() - pos);
+                    if take == 0 {
+                        break;
+                    }
+                    body.extend_from_slice(&raw[pos..pos + take]);
+                    pos += take;
+                    self.remaining = Some(n - take);
+                }
+            }
+        }
+        raw.drain(..pos);
+    }
+}
+
+/// A TLS client that accepts any certificate (H2) and speaks with the ring provider only.
+fn insecure_tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
+    static CONFIG: OnceLock<Result<Arc<rustls::ClientConfig>, String>> = OnceLock::new();
+    CONFIG
+        .get_or_init(|| {
+            let provider = Arc::new(rustls::crypto::ring::default_provider());
+            rustls::ClientConfig::builder_with_provider(provider.clone())
+                .with_safe_default_protocol_versions()
+                .map(|b| {
+                    Arc::new(
+                        b.dangerous()
+                            .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate(
+                                provider,
+                            )))
+                            .with_no_client_auth(),
+                    )
+                })
+                .map_err(|e| format!("TLS is unavailable: {e}"))
+        })
+        .clone()
+}
+
+/// Health checks probe endpoints, they do not authenticate them: every certificate passes
+/// (self-signed, expired, wrong name), while the handshake signatures are still checked.
+#[derive(Debug)]
+struct AcceptAnyCertificate(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for AcceptAnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &rustls::pki_types::CertificateDer<'_>,
+        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}

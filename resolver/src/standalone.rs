@@ -101,6 +101,11 @@ impl Standalone {
 
     /// Compiles and publishes when the table changed; logs rejected groups once per change.
     pub fn compile_and_publish(&mut self) {
+        if self.manifests.is_none() {
+            // Nothing good was ever loaded: publish nothing, so that a table from disk (P2)
+            // keeps serving instead of an empty one.
+            return;
+        }
         let now = Timestamp::now();
         let report = self.compiler.compile(now);
         if report.recompiled > 0 {

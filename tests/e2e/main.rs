@@ -1,4 +1,6 @@
 //! End-to-end tests: the real `healthroute-resolver` binary, on the real example files.
 
+mod dns;
 mod simulate;
+mod standalone;
 mod support;

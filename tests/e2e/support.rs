@@ -44,3 +44,145 @@ pub fn share(output: &str, answer: &str) -> f64 {
         .next()
         .unwrap_or(0.0)
 }
+
+/// A free loopback port (UDP and TCP), found by binding and releasing it.
+pub fn free_port() -> u16 {
+    loop {
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind udp");
+        let port = udp.local_addr().expect("addr").port();
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+}
+
+/// A resolver process on loopback, killed when dropped.
+pub struct Resolver {
+    pub child: std::process::Child,
+    pub dns: std::net::SocketAddr,
+    pub admin: std::net::SocketAddr,
+}
+
+impl Resolver {
+    /// Starts `healthroute-resolver --manifests DIR` with `extra` flags and waits until it is
+    /// ready (a table is loaded).
+    pub fn start(dir: &std::path::Path, extra: &[&str]) -> Resolver {
+        let dns: std::net::SocketAddr = ([127, 0, 0, 1], free_port()).into();
+        let admin: std::net::SocketAddr = ([127, 0, 0, 1], free_port()).into();
+        let child = resolver()
+            .arg("--manifests")
+            .arg(dir)
+            .args([
+                "--listen",
+                &dns.to_string(),
+                "--admin-listen",
+                &admin.to_string(),
+                "--udp-sockets",
+                "2",
+            ])
+            .args(extra)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("starts the resolver");
+        let r = Resolver { child, dns, admin };
+        r.wait_ready();
+        r
+    }
+
+    pub fn wait_ready(&self) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while std::time::Instant::now() < deadline {
+            if http_get(self.admin, "/readyz").is_some_and(|(code, _)| code == 200) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        panic!("resolver on {} did not become ready", self.dns);
+    }
+
+    pub fn metrics(&self) -> String {
+        http_get(self.admin, "/metrics")
+            .map(|(_, body)| body)
+            .unwrap_or_default()
+    }
+
+    /// Kills the process at once (its stderr stays readable).
+    pub fn stop_now(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Sends SIGTERM and waits for the exit status.
+    pub fn terminate(mut self) -> std::process::ExitStatus {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "resolver did not stop on SIGTERM"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Resolver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A bare HTTP/1.1 GET: (status code, body).
+pub fn http_get(addr: std::net::SocketAddr, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s =
+        std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(1)).ok()?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(2)))
+        .ok()?;
+    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    let code = text.split_whitespace().nth(1)?.parse().ok()?;
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    Some((code, body))
+}
+
+/// A fresh temporary directory for one test.
+pub fn temp_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "healthroute-{tag}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0)
+    ));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+/// Polls `f` every 20 ms until it returns true or `within` passes; returns the time taken.
+pub fn eventually(
+    within: std::time::Duration,
+    mut f: impl FnMut() -> bool,
+) -> Option<std::time::Duration> {
+    let start = std::time::Instant::now();
+    while start.elapsed() < within {
+        if f() {
+            return Some(start.elapsed());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    None
+}

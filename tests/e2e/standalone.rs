@@ -1,0 +1,249 @@
+//! Standalone mode end to end: the real binary on a temporary directory, edited while it
+//! runs, stopped and restarted; health checks against real local servers.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use hickory_proto::op::ResponseCode;
+use hickory_proto::rr::{RData, RecordType};
+
+use crate::dns::{UDP, query};
+use crate::support::{Resolver, eventually, temp_dir};
+
+fn group(name: &str, ip: &str) -> String {
+    format!(
+        "apiVersion: healthroute.io/v1alpha1\nkind: RecordGroup\nmetadata: {{name: {name}, namespace: t}}\nspec:\n  name: {name}.example.com.\n  type: A\n  routingPolicy: Simple\n  records: [{{setIdentifier: x, values: [\"{ip}\"]}}]\n"
+    )
+}
+
+fn answer(dns: SocketAddr, name: &str) -> Option<String> {
+    let (m, _) = query(dns, name, RecordType::A, UDP);
+    if m.metadata.response_code != ResponseCode::NoError {
+        return None;
+    }
+    m.answers.iter().find_map(|r| match &r.data {
+        RData::A(a) => Some(a.0.to_string()),
+        _ => None,
+    })
+}
+
+fn setup(tag: &str) -> std::path::PathBuf {
+    let dir = temp_dir(tag);
+    std::fs::write(dir.join("healthroute.yaml"), "zones: [example.com]\n").expect("write");
+    std::fs::write(dir.join("api.yaml"), group("api", "192.0.2.1")).expect("write");
+    dir
+}
+
+// SEM-P1 SEM-S8: an edit reaches the answers within a second; a bad edit keeps the last good
+// configuration and is reported with the file, object and field.
+#[test]
+fn edits_change_answers_and_bad_edits_keep_the_last_good() {
+    let dir = setup("sa-edit");
+    let mut r = Resolver::start(&dir, &[]);
+    assert_eq!(
+        answer(r.dns, "api.example.com.").as_deref(),
+        Some("192.0.2.1")
+    );
+
+    std::fs::write(dir.join("api.yaml"), group("api", "192.0.2.2")).expect("write");
+    let took = eventually(Duration::from_secs(5), || {
+        answer(r.dns, "api.example.com.").as_deref() == Some("192.0.2.2")
+    })
+    .expect("the edit is served");
+    assert!(took < Duration::from_secs(2), "took {took:?}");
+
+    std::fs::write(dir.join("new.yaml"), group("new", "192.0.2.3")).expect("write");
+    eventually(Duration::from_secs(5), || {
+        answer(r.dns, "new.example.com.").is_some()
+    })
+    .expect("a new file is served");
+
+    // A bad edit: the weight is out of range. Everything keeps answering as before.
+    std::fs::write(
+        dir.join("api.yaml"),
+        group("api", "192.0.2.9").replace("routingPolicy: Simple", "routingPolicy: Sideways"),
+    )
+    .expect("write");
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(
+        answer(r.dns, "api.example.com.").as_deref(),
+        Some("192.0.2.2")
+    );
+    assert_eq!(
+        answer(r.dns, "new.example.com.").as_deref(),
+        Some("192.0.2.3")
+    );
+
+    // Removing a file removes its names.
+    std::fs::write(dir.join("api.yaml"), group("api", "192.0.2.2")).expect("write");
+    std::fs::remove_file(dir.join("new.yaml")).expect("rm");
+    eventually(Duration::from_secs(5), || {
+        answer(r.dns, "new.example.com.").is_none()
+    })
+    .expect("removed");
+
+    r.stop_now();
+    let mut stderr = String::new();
+    if let Some(mut e) = r.child.stderr.take() {
+        let _ = e.read_to_string(&mut stderr);
+    }
+    assert!(
+        stderr.contains("keeping the last good configuration")
+            && stderr.contains("t/api")
+            && stderr.contains("spec.routingPolicy"),
+        "the bad edit is logged with its object and field:\n{stderr}"
+    );
+}
+
+// SEM-P2: after a restart the last table is served from disk even when the directory no
+// longer compiles; SIGTERM stops the server cleanly.
+#[test]
+fn restart_serves_the_last_table() {
+    let dir = setup("sa-restart");
+    let table = dir.join("last-table.json");
+    let table_arg = table.to_string_lossy().into_owned();
+    let r = Resolver::start(&dir, &["--table-file", &table_arg]);
+    assert_eq!(
+        answer(r.dns, "api.example.com.").as_deref(),
+        Some("192.0.2.1")
+    );
+    eventually(Duration::from_secs(5), || table.exists()).expect("the table is written");
+    let status = r.terminate();
+    assert!(status.success(), "SIGTERM is a clean exit: {status:?}");
+
+    std::fs::write(dir.join("api.yaml"), "this: [is not a manifest").expect("write");
+    let r = Resolver::start(&dir, &["--table-file", &table_arg]);
+    assert_eq!(
+        answer(r.dns, "api.example.com.").as_deref(),
+        Some("192.0.2.1")
+    );
+    // Without the table file, a broken directory is an error at start.
+    let out = crate::support::resolver()
+        .args(["--manifests"])
+        .arg(&dir)
+        .args(["--listen", "127.0.0.1:0"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not valid YAML"));
+}
+
+/// A local HTTP health endpoint that can be switched off (port closed) and on again.
+struct Backend {
+    addr: SocketAddr,
+    up: Arc<AtomicBool>,
+}
+
+impl Backend {
+    fn start() -> Backend {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let up = Arc::new(AtomicBool::new(true));
+        Self::serve(listener, up.clone());
+        Backend { addr, up }
+    }
+    fn serve(listener: TcpListener, up: Arc<AtomicBool>) {
+        std::thread::spawn(move || {
+            listener.set_nonblocking(true).expect("nonblocking");
+            while up.load(Ordering::SeqCst) {
+                match listener.accept() {
+                    Ok((mut s, _)) => {
+                        let _ = s.set_nonblocking(false);
+                        let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
+                        let mut buf = [0u8; 1024];
+                        let _ = s.read(&mut buf);
+                        let _ = s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok");
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+            // Dropping the listener closes the port: probes get "connect refused".
+        });
+    }
+    fn stop(&self) {
+        self.up.store(false, Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    fn restart(&self) {
+        let listener = TcpListener::bind(self.addr).expect("rebind the same port");
+        self.up.store(true, Ordering::SeqCst);
+        Self::serve(listener, self.up.clone());
+    }
+}
+
+// SEM-H1 SEM-H2 SEM-H5 SEM-S4 SEM-P1: a HealthCheck against a local HTTP server; when the
+// server stops, the answer moves to the secondary after interval × threshold; when it comes
+// back, so does the primary.
+#[test]
+fn health_check_moves_the_answer() {
+    let backend = Backend::start();
+    let dir = temp_dir("sa-health");
+    std::fs::write(dir.join("healthroute.yaml"), "zones: [example.com]\n").expect("write");
+    std::fs::write(
+        dir.join("www.yaml"),
+        format!(
+            r#"apiVersion: healthroute.io/v1alpha1
+kind: RecordGroup
+metadata: {{name: www, namespace: t}}
+spec:
+  name: www.example.com.
+  type: A
+  routingPolicy: Failover
+  records:
+    - {{setIdentifier: main, failover: {{role: Primary}}, values: ["192.0.2.1"], healthCheckRef: {{name: main}}}}
+    - {{setIdentifier: dr, failover: {{role: Secondary}}, values: ["198.51.100.1"]}}
+---
+apiVersion: healthroute.io/v1alpha1
+kind: HealthCheck
+metadata: {{name: main, namespace: t}}
+spec:
+  type: HTTP
+  target: {{address: 127.0.0.1, port: {port}, path: /healthz}}
+  requestIntervalSeconds: 1
+  failureThreshold: 2
+  connectTimeoutSeconds: 1
+  responseTimeoutSeconds: 1
+"#,
+            port = backend.addr.port()
+        ),
+    )
+    .expect("write");
+    let r = Resolver::start(&dir, &[]);
+    assert_eq!(
+        answer(r.dns, "www.example.com.").as_deref(),
+        Some("192.0.2.1")
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(
+        answer(r.dns, "www.example.com.").as_deref(),
+        Some("192.0.2.1"),
+        "healthy"
+    );
+
+    backend.stop();
+    let took = eventually(Duration::from_secs(10), || {
+        answer(r.dns, "www.example.com.").as_deref() == Some("198.51.100.1")
+    })
+    .expect("fails over");
+    // Two failed probes one second apart, plus the probe phase: about 2 s, never instant.
+    assert!(
+        took > Duration::from_millis(500) && took < Duration::from_secs(5),
+        "took {took:?}"
+    );
+    let metrics = r.metrics();
+    assert!(
+        metrics.contains(
+            "healthroute_checker_probes_total{checker=\"standalone\",result=\"unhealthy\"}"
+        ),
+        "{metrics}"
+    );
+
+    backend.restart();
+    eventually(Duration::from_secs(10), || {
+        answer(r.dns, "www.example.com.").as_deref() == Some("192.0.2.1")
+    })
+    .expect("fails back");
+}

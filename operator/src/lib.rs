@@ -6,8 +6,12 @@
 //! - [`manifests`]: reading a directory of manifests (standalone mode, the simulator).
 #![forbid(unsafe_code)]
 
+pub mod admin;
 pub mod api;
 pub mod checker;
 pub mod compiler;
+pub mod controller;
 pub mod crd;
 pub mod manifests;
+pub mod publish;
+pub mod status;

@@ -1,1 +1,156 @@
-fn main() {}
+//! `healthroute-operator`: watches RecordGroups, HealthChecks, ZonalShifts and endpoints,
+//! compiles the routing table, and (as the elected leader) publishes it and every status.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use clap::Parser;
+use healthroute_operator::admin::{self, AdminState};
+use healthroute_operator::compiler::{DEFAULT_TTL, ServedZones};
+use healthroute_operator::controller::{self, Config, OperatorMetrics};
+use kube_lease_manager::LeaseManagerBuilder;
+use tokio::sync::watch;
+
+#[derive(Parser)]
+#[command(
+    name = "healthroute-operator",
+    version,
+    about = "Health-checked DNS routing: the control plane"
+)]
+struct Args {
+    /// A zone the resolvers serve (repeatable); groups outside every zone are rejected.
+    #[arg(long = "zone", value_name = "ZONE", required = true)]
+    zones: Vec<String>,
+    /// TTL of records without their own.
+    #[arg(long = "default-ttl", value_name = "SECONDS", default_value_t = DEFAULT_TTL)]
+    default_ttl: u32,
+    /// Namespace of the table ConfigMaps, the leader Lease and the checker Leases.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "healthroute")]
+    namespace: String,
+    /// This replica's identity in the leader election.
+    #[arg(long, env = "POD_NAME", default_value = "healthroute-operator")]
+    identity: String,
+    /// Shards of the published table (each one ConfigMap).
+    #[arg(long = "table-shards", default_value_t = 8)]
+    table_shards: u32,
+    /// Leader lease duration in seconds; a new leader takes over within this.
+    #[arg(long = "lease-duration", default_value_t = 15)]
+    lease_duration: u64,
+    /// Milliseconds to gather a burst of changes into one compile and one write.
+    #[arg(long = "debounce-ms", default_value_t = 20)]
+    debounce_ms: u64,
+    /// Address of /metrics, /livez, /readyz.
+    #[arg(
+        long = "admin-listen",
+        value_name = "ADDR:PORT",
+        default_value = "0.0.0.0:9090"
+    )]
+    admin_listen: SocketAddr,
+    /// Log as JSON lines.
+    #[arg(long = "log-json")]
+    log_json: bool,
+}
+
+struct State(Arc<OperatorMetrics>);
+
+impl AdminState for State {
+    fn metrics(&self) -> String {
+        self.0.render()
+    }
+    fn ready(&self) -> Result<(), String> {
+        if self.0.synced.load(Ordering::Relaxed) {
+            Ok(())
+        } else {
+            Err("watches not synced yet".into())
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if args.log_json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn run(args: Args) -> Result<(), String> {
+    let zones = ServedZones::new(&args.zones)?;
+    let client = kube::Client::try_default()
+        .await
+        .map_err(|e| format!("no Kubernetes client: {e}"))?;
+    let metrics = Arc::new(OperatorMetrics::default());
+    let listener = tokio::net::TcpListener::bind(args.admin_listen)
+        .await
+        .map_err(|e| format!("admin {}: {e}", args.admin_listen))?;
+    tokio::spawn(admin::serve(listener, Arc::new(State(metrics.clone()))));
+
+    // P3: one writer. Every replica watches and compiles; only the lease holder writes.
+    let manager = LeaseManagerBuilder::new(client.clone(), "healthroute-operator")
+        .with_namespace(&args.namespace)
+        .with_identity(&args.identity)
+        .with_duration(args.lease_duration)
+        .with_grace(args.lease_duration / 3)
+        .build()
+        .await
+        .map_err(|e| format!("leader election: {e}"))?;
+    let (leader, lease_task) = manager.watch().await;
+
+    let config = Config {
+        namespace: args.namespace.clone(),
+        shards: args.table_shards,
+        zones,
+        default_ttl: args.default_ttl,
+        debounce: Duration::from_millis(args.debounce_ms),
+    };
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let control = tokio::spawn(controller::run(client, config, leader, metrics, stop_rx));
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    let _ = stop_tx.send(true);
+    let _ = control.await;
+    // Dropping the last receiver makes the lease task release the lease for a fast handover.
+    let _ = tokio::time::timeout(Duration::from_secs(5), lease_task).await;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

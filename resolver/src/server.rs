@@ -15,7 +15,6 @@ use std::time::Duration;
 use arc_swap::ArcSwapOption;
 use healthroute_table::{RoutingTable, Value};
 use hickory_server::Server;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 
 use crate::handler::{DnsHandler, Forwarder, Shared};
@@ -151,7 +150,9 @@ pub async fn start(
                 .map_err(|e| format!("cannot listen on admin {addr}: {e}"))?;
             let local = listener.local_addr().map_err(|e| e.to_string())?;
             let shared = shared.clone();
-            tasks.push(tokio::spawn(admin(listener, shared)));
+            tasks.push(tokio::spawn(healthroute_operator::admin::serve(
+                listener, shared,
+            )));
             Some(local)
         }
         None => None,
@@ -197,45 +198,19 @@ pub fn write_table_file(path: &std::path::Path, table: &RoutingTable<Value>) -> 
     std::fs::rename(&tmp, path).map_err(|e| e.to_string())
 }
 
-/// A minimal HTTP/1.1 endpoint: `/metrics`, `/livez`, `/readyz` (ready once a table is loaded).
-async fn admin(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
-    loop {
-        let Ok((mut stream, _)) = listener.accept().await else {
-            continue;
-        };
-        let shared = shared.clone();
-        tokio::spawn(async move {
-            let mut buf = [0u8; 2048];
-            let n = match tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf)).await
-            {
-                Ok(Ok(n)) => n,
-                _ => return,
-            };
-            let request = String::from_utf8_lossy(&buf[..n]);
-            let path = request.split_whitespace().nth(1).unwrap_or("/");
-            let table = shared.table.load_full();
-            let (status, content_type, body) = match path {
-                "/metrics" => {
-                    let mut body = shared.metrics.render(table.as_deref());
-                    if let Some((name, checker)) = &shared.checker {
-                        body.push_str(&checker.render(name));
-                    }
-                    ("200 OK", "text/plain; version=0.0.4", body)
-                }
-                "/livez" => ("200 OK", "text/plain", "ok\n".to_owned()),
-                "/readyz" if table.is_some() => ("200 OK", "text/plain", "ready\n".to_owned()),
-                "/readyz" => (
-                    "503 Service Unavailable",
-                    "text/plain",
-                    "no routing table yet\n".to_owned(),
-                ),
-                _ => ("404 Not Found", "text/plain", "not found\n".to_owned()),
-            };
-            let response = format!(
-                "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = stream.write_all(response.as_bytes()).await;
-        });
+impl healthroute_operator::admin::AdminState for Shared {
+    fn metrics(&self) -> String {
+        let table = self.table.load_full();
+        let mut body = self.metrics.render(table.as_deref());
+        if let Some((name, checker)) = &self.checker {
+            body.push_str(&checker.render(name));
+        }
+        body
+    }
+    fn ready(&self) -> Result<(), String> {
+        match self.table.load_full() {
+            Some(_) => Ok(()),
+            None => Err("no routing table yet".into()),
+        }
     }
 }

@@ -142,6 +142,10 @@ pub struct CompileReport {
     pub table_changes: usize,
     /// The table generation after this compile.
     pub generation: u64,
+    /// Groups whose outcome (and so status) changed, or that were removed.
+    pub changed_groups: Vec<ObjectKey>,
+    /// Checks whose health changed, or that were removed.
+    pub changed_checks: Vec<ObjectKey>,
 }
 
 /// The incremental compiler. See the module docs for the flow.
@@ -339,9 +343,10 @@ impl Compiler {
                 (a, b) => a.or(b),
             };
         }
-        for key in changed {
-            self.dirty_users(&key, Dep::Check);
+        for key in &changed {
+            self.dirty_users(key, Dep::Check);
         }
+        report.changed_checks = changed;
 
         // Shifts: advance each clock; a state change dirties the targets.
         let keys: Vec<ObjectKey> = self.shifts.keys().cloned().collect();
@@ -429,6 +434,9 @@ impl Compiler {
             .get(key)
             .map(|o| (o.compiled.clone(), o.healthy));
         let outcome = self.compile_group(key, now);
+        if self.outcomes.get(key) != outcome.as_ref() {
+            report.changed_groups.push(key.clone());
+        }
         self.reindex_deps(key);
         match outcome {
             Some(outcome) => {

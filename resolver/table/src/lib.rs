@@ -24,6 +24,8 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use std::str::FromStr;
 use std::sync::Arc;
 
+pub mod published;
+
 use serde::{Deserialize, Serialize};
 
 /// The most values one multivalue answer carries (SEMANTICS S5).

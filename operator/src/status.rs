@@ -1,0 +1,257 @@
+//! Status as data: what the operator writes on each object, computed from the compiler's
+//! outcomes, with conditions whose `lastTransitionTime` comes from a pure merge of the old
+//! and the new (linkerd `k8s/status`, stackable `status/condition`).
+//!
+//! One leader-gated writer applies these with server-side apply under one field manager;
+//! checkers own their own `HealthCheck.status.checkers[]` entries under theirs, so the two
+//! never overwrite each other.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use serde_json::{Value as Json, json};
+
+use crate::api::{AppliedStatus, HealthCheckStatus, RecordGroupStatus, ZonalShiftStatus};
+use crate::compiler::{CheckHealth, GroupOutcome, reasons};
+
+/// The field manager of every status the operator writes.
+pub const FIELD_MANAGER: &str = "healthroute-operator";
+
+/// Condition types.
+pub mod types {
+    pub const READY: &str = "Ready";
+    pub const COMPILED: &str = "Compiled";
+    pub const LAST_RESORT: &str = "LastResort";
+    pub const HEALTHY: &str = "Healthy";
+    pub const APPLIED: &str = "Applied";
+}
+
+/// Condition reasons beyond the compiler's.
+pub mod condition_reasons {
+    pub const SERVED: &str = "Served";
+    pub const NOT_SERVED: &str = "NotServed";
+    pub const HEALTHY_RECORDS: &str = "HealthyRecords";
+    pub const NO_HEALTHY_RECORD: &str = "NoHealthyRecord";
+    pub const CHECKERS_AGREE: &str = "QuorumHealthy";
+    pub const CHECKERS_DISAGREE: &str = "QuorumUnhealthy";
+    pub const ACTIVE: &str = "Active";
+    pub const ENDED: &str = "Ended";
+}
+
+/// One desired condition: (type, status, reason, message).
+pub struct Desired<'a> {
+    pub kind: &'a str,
+    pub status: bool,
+    pub reason: &'a str,
+    pub message: String,
+}
+
+/// Merges desired conditions with the previous ones: a condition whose status did not change
+/// keeps its `lastTransitionTime`.
+pub fn merge_conditions(
+    old: &[Condition],
+    desired: Vec<Desired<'_>>,
+    now: jiff::Timestamp,
+    generation: Option<i64>,
+) -> Vec<Condition> {
+    desired
+        .into_iter()
+        .map(|d| {
+            let status = if d.status { "True" } else { "False" }.to_owned();
+            let previous = old.iter().find(|c| c.type_ == d.kind);
+            let last_transition_time = match previous {
+                Some(p) if p.status == status => p.last_transition_time.clone(),
+                _ => Time(now),
+            };
+            Condition {
+                type_: d.kind.to_owned(),
+                status,
+                reason: d.reason.to_owned(),
+                message: d.message,
+                last_transition_time,
+                observed_generation: generation,
+            }
+        })
+        .collect()
+}
+
+/// The status of a RecordGroup, conditions included.
+pub fn record_group(
+    mut status: RecordGroupStatus,
+    outcome: &GroupOutcome,
+    old: Option<&RecordGroupStatus>,
+    generation: Option<i64>,
+    now: jiff::Timestamp,
+) -> RecordGroupStatus {
+    let (compiled_ok, compiled_reason, compiled_message) = match &outcome.compiled {
+        Ok(_) => (true, reasons::COMPILED, "compiled".to_owned()),
+        Err(r) => (false, r.reason, r.message.clone()),
+    };
+    let healthy = status.records.iter().filter(|r| r.healthy).count();
+    let desired = vec![
+        Desired {
+            kind: types::COMPILED,
+            status: compiled_ok,
+            reason: compiled_reason,
+            message: compiled_message,
+        },
+        Desired {
+            kind: types::READY,
+            status: status.served,
+            reason: if status.served {
+                condition_reasons::SERVED
+            } else {
+                condition_reasons::NOT_SERVED
+            },
+            message: if status.served && !compiled_ok {
+                "serving the last good version".into()
+            } else if status.served {
+                "served by the resolvers".into()
+            } else {
+                "not served".into()
+            },
+        },
+        Desired {
+            kind: types::LAST_RESORT,
+            status: status.last_resort,
+            reason: if status.last_resort {
+                condition_reasons::NO_HEALTHY_RECORD
+            } else {
+                condition_reasons::HEALTHY_RECORDS
+            },
+            message: format!("{healthy}/{} records healthy", status.records.len()),
+        },
+    ];
+    status.conditions = merge_conditions(
+        old.map_or(&[][..], |s| &s.conditions),
+        desired,
+        now,
+        generation,
+    );
+    status.observed_generation = generation;
+    status
+}
+
+/// The operator's part of a HealthCheck's status (never `checkers`: those are the checkers').
+pub fn health_check(
+    health: &CheckHealth,
+    old: Option<&HealthCheckStatus>,
+    generation: Option<i64>,
+    now: jiff::Timestamp,
+) -> Json {
+    let last_transition = match old {
+        Some(o) if o.healthy == Some(health.healthy) => {
+            o.last_transition_time.clone().unwrap_or(Time(now))
+        }
+        _ => Time(now),
+    };
+    let conditions = merge_conditions(
+        old.map_or(&[][..], |s| &s.conditions),
+        vec![Desired {
+            kind: types::HEALTHY,
+            status: health.healthy,
+            reason: if health.healthy {
+                condition_reasons::CHECKERS_AGREE
+            } else {
+                condition_reasons::CHECKERS_DISAGREE
+            },
+            message: health.reason.clone(),
+        }],
+        now,
+        generation,
+    );
+    json!({
+        "healthy": health.healthy,
+        "lastTransitionTime": last_transition,
+        "checkersHealthy": format!("{}/{}", health.healthy_checkers, health.reachable_checkers),
+        "conditions": conditions,
+        "observedGeneration": generation,
+    })
+}
+
+/// A ZonalShift's status, conditions included.
+pub fn zonal_shift(
+    mut status: ZonalShiftStatus,
+    old: Option<&ZonalShiftStatus>,
+    generation: Option<i64>,
+    now: jiff::Timestamp,
+) -> ZonalShiftStatus {
+    let active = status.status == Some(crate::api::ShiftState::Active);
+    let applied = status
+        .groups
+        .iter()
+        .filter(|g| g.applied_status == AppliedStatus::Applied)
+        .count();
+    status.conditions = merge_conditions(
+        old.map_or(&[][..], |s| &s.conditions),
+        vec![Desired {
+            kind: types::APPLIED,
+            status: active && applied > 0,
+            reason: if active {
+                condition_reasons::ACTIVE
+            } else {
+                condition_reasons::ENDED
+            },
+            message: format!(
+                "applied to {applied} of {} targeted groups",
+                status.groups.len()
+            ),
+        }],
+        now,
+        generation,
+    );
+    status.observed_generation = generation;
+    status
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: i64) -> jiff::Timestamp {
+        jiff::Timestamp::from_second(1_800_000_000 + s).expect("valid")
+    }
+
+    #[test]
+    fn transition_time_moves_only_on_a_status_change() {
+        let first = merge_conditions(
+            &[],
+            vec![Desired {
+                kind: "Ready",
+                status: true,
+                reason: "Served",
+                message: "a".into(),
+            }],
+            t(0),
+            Some(1),
+        );
+        assert_eq!(first[0].last_transition_time, Time(t(0)));
+        let same = merge_conditions(
+            &first,
+            vec![Desired {
+                kind: "Ready",
+                status: true,
+                reason: "Served",
+                message: "b".into(),
+            }],
+            t(10),
+            Some(2),
+        );
+        assert_eq!(
+            same[0].last_transition_time,
+            Time(t(0)),
+            "message changes keep the time"
+        );
+        assert_eq!(same[0].observed_generation, Some(2));
+        let flipped = merge_conditions(
+            &same,
+            vec![Desired {
+                kind: "Ready",
+                status: false,
+                reason: "NotServed",
+                message: "c".into(),
+            }],
+            t(20),
+            Some(2),
+        );
+        assert_eq!(flipped[0].last_transition_time, Time(t(20)));
+    }
+}

@@ -1,0 +1,357 @@
+//! The Kubernetes boundary, with tower-test scenarios (kube's own approach): each request the
+//! operator makes is checked, and answered as an API server would.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use healthroute_operator::api::RecordGroup;
+use healthroute_operator::compiler::ServedZones;
+use healthroute_operator::controller::{Index, Input, OperatorMetrics, Writer};
+use healthroute_operator::publish::{Publisher, TABLE_NAME};
+use healthroute_table::published::{Assembler, DATA_KEY};
+use healthroute_table::{RoutingTable, Value};
+use http::{Request, Response};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::client::Body;
+use kube::runtime::watcher;
+use kube::{Api, Client};
+use serde_json::{Value as Json, json};
+use tokio::sync::watch;
+
+type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
+
+fn mock() -> (Client, Handle) {
+    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    (Client::new(service, "healthroute"), handle)
+}
+
+async fn body_json(req: Request<Body>) -> Json {
+    let bytes = req.into_body().collect_bytes().await.expect("body");
+    serde_json::from_slice(&bytes).unwrap_or(Json::Null)
+}
+
+fn respond(send: tower_test::mock::SendResponse<Response<Body>>, value: &Json) {
+    send.send_response(
+        Response::builder()
+            .body(Body::from(serde_json::to_vec(value).expect("json")))
+            .expect("response"),
+    );
+}
+
+/// Answers one request: asserts its method and path prefix, returns its JSON body.
+async fn expect(
+    handle: &mut Handle,
+    method: &str,
+    path_prefix: &str,
+    reply: impl FnOnce(&Json) -> Json,
+) -> Json {
+    let (req, send) = tokio::time::timeout(Duration::from_secs(5), handle.next_request())
+        .await
+        .expect("a request in time")
+        .expect("a request");
+    assert_eq!(req.method().as_str(), method, "{}", req.uri());
+    let uri = req.uri().to_string();
+    assert!(
+        uri.starts_with(path_prefix),
+        "{uri} does not start with {path_prefix}"
+    );
+    if method == "PATCH" {
+        assert!(
+            uri.contains("fieldManager=healthroute-operator") && uri.contains("force=true"),
+            "{uri}"
+        );
+    }
+    let body = body_json(req).await;
+    respond(send, &reply(&body));
+    body
+}
+
+fn rg(name: &str, ip: &str) -> RecordGroup {
+    serde_json::from_value(json!({
+        "apiVersion": "healthroute.io/v1alpha1", "kind": "RecordGroup",
+        "metadata": {"name": name, "namespace": "shop", "generation": 3, "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"name": format!("{name}.example.com."), "type": "A", "routingPolicy": "Simple",
+                 "records": [{"setIdentifier": "x", "values": [ip]}]}
+    }))
+    .expect("valid")
+}
+
+fn index_with(groups: &[(&str, &str)]) -> Index {
+    let mut index = Index::new(ServedZones::new(["example.com"]).expect("zone"), 60);
+    index.apply(Input::Group(watcher::Event::Init));
+    for (name, ip) in groups {
+        index.apply(Input::Group(watcher::Event::InitApply(rg(name, ip))));
+    }
+    index.apply(Input::Group(watcher::Event::InitDone));
+    index.compiler.compile(jiff::Timestamp::now());
+    index
+}
+
+// SEM-P3: the publisher writes every shard, then the manifest; a resolver can assemble the
+// exact table from what was written; an unchanged table is not written again, and one
+// changed group rewrites one shard and the manifest.
+#[tokio::test]
+async fn publisher_writes_shards_then_manifest_and_only_changes() {
+    let (client, mut handle) = mock();
+    let mut publisher = Publisher::new(Api::<ConfigMap>::namespaced(client, "healthroute"), 4);
+    let table = index_with(&[("a", "192.0.2.1"), ("b", "192.0.2.2"), ("c", "192.0.2.3")])
+        .compiler
+        .table();
+
+    let server = tokio::spawn(async move {
+        let mut written = Vec::new();
+        expect(
+            &mut handle,
+            "GET",
+            "/api/v1/namespaces/healthroute/configmaps?&labelSelector=healthroute.io%2Ftable",
+            |_| json!({"apiVersion": "v1", "kind": "ConfigMapList", "metadata": {}, "items": []}),
+        )
+        .await;
+        for i in 0..5 {
+            let body = expect(
+                &mut handle,
+                "PATCH",
+                "/api/v1/namespaces/healthroute/configmaps/healthroute-table",
+                |b| b.clone(),
+            )
+            .await;
+            let name = body["metadata"]["name"].as_str().expect("name").to_owned();
+            if i < 4 {
+                assert_eq!(body["metadata"]["labels"]["healthroute.io/table"], "shard");
+            } else {
+                assert_eq!(name, TABLE_NAME, "the manifest comes last");
+                assert_eq!(
+                    body["metadata"]["labels"]["healthroute.io/table"],
+                    "manifest"
+                );
+            }
+            written.push(body);
+        }
+        (written, handle)
+    });
+    let report = publisher.publish(&table).await.expect("publishes");
+    assert_eq!((report.shards_written, report.manifest_written), (4, true));
+    let (written, mut handle) = server.await.expect("server");
+
+    let mut assembler = Assembler::default();
+    for body in &written[..4] {
+        assembler
+            .set_shard(body["data"][DATA_KEY].as_str().expect("data").as_bytes())
+            .expect("shard");
+    }
+    assembler
+        .set_manifest(
+            written[4]["data"][DATA_KEY]
+                .as_str()
+                .expect("data")
+                .as_bytes(),
+        )
+        .expect("manifest");
+    assert_eq!(assembler.assemble().as_ref(), Some(&*table));
+
+    // Unchanged: no request at all.
+    let report = publisher.publish(&table).await.expect("publishes");
+    assert_eq!((report.shards_written, report.manifest_written), (0, false));
+
+    // One group changes: one shard and the manifest.
+    let changed = index_with(&[("a", "192.0.2.1"), ("b", "192.0.2.99"), ("c", "192.0.2.3")])
+        .compiler
+        .table();
+    let server = tokio::spawn(async move {
+        for _ in 0..2 {
+            expect(
+                &mut handle,
+                "PATCH",
+                "/api/v1/namespaces/healthroute/configmaps/healthroute-table",
+                |b| b.clone(),
+            )
+            .await;
+        }
+    });
+    let report = publisher.publish(&changed).await.expect("publishes");
+    assert_eq!((report.shards_written, report.manifest_written), (1, true));
+    server.await.expect("server");
+}
+
+// A new leader reads the content hashes already on the server and rewrites nothing that
+// matches.
+#[tokio::test]
+async fn new_leader_does_not_rewrite_unchanged_shards() {
+    let table: Arc<RoutingTable<Value>> = index_with(&[("a", "192.0.2.1")]).compiler.table();
+    let encoded = healthroute_table::published::encode(&table, 2).expect("encodes");
+    let manifest = serde_json::to_string(&encoded.manifest).expect("json");
+    let mut items: Vec<Json> = encoded
+        .shards
+        .iter()
+        .map(|(i, hash, _)| json!({"metadata": {"name": format!("{TABLE_NAME}-{i}"), "annotations": {"healthroute.io/content-hash": hash}}}))
+        .collect();
+    items.push(json!({"metadata": {"name": TABLE_NAME, "annotations": {"healthroute.io/content-hash": healthroute_table::published::content_hash(manifest.as_bytes())}}}));
+    let (client, mut handle) = mock();
+    let mut publisher = Publisher::new(Api::<ConfigMap>::namespaced(client, "healthroute"), 2);
+    let server = tokio::spawn(async move {
+        expect(&mut handle, "GET", "/api/v1/namespaces/healthroute/configmaps", move |_| {
+            json!({"apiVersion": "v1", "kind": "ConfigMapList", "metadata": {}, "items": items})
+        })
+        .await;
+    });
+    let report = publisher.publish(&table).await.expect("publishes");
+    assert_eq!((report.shards_written, report.manifest_written), (0, false));
+    server.await.expect("server");
+}
+
+// SEM-S8 SEM-P3: the status writer patches /status with server-side apply under one field
+// manager, with conditions and per-record health; it writes nothing while not the leader,
+// and nothing again when the status did not change.
+#[tokio::test]
+async fn status_writer_is_leader_gated_and_writes_changes_only() {
+    let mut index = index_with(&[("api", "192.0.2.1")]);
+    // A group outside the served zones: rejected, reported.
+    index.apply(Input::Group(watcher::Event::Apply({
+        let mut bad = rg("bad", "192.0.2.1");
+        bad.spec.name = "www.other.org.".into();
+        bad
+    })));
+    let report = index.compiler.compile(jiff::Timestamp::now());
+    let metrics = OperatorMetrics::default();
+
+    let (client, mut handle) = mock();
+    let mut writer = Writer::new(client, "healthroute", 1);
+    let (leader_tx, leader) = watch::channel(false);
+
+    // Not the leader: no request (a request would hang the scenario; none may come).
+    writer.flush(&index, &report, &leader, &metrics).await;
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), handle.next_request())
+            .await
+            .is_err(),
+        "a non-leader writes nothing"
+    );
+
+    leader_tx.send(true).expect("send");
+    let server = tokio::spawn(async move {
+        expect(
+            &mut handle,
+            "GET",
+            "/api/v1/namespaces/healthroute/configmaps",
+            |_| json!({"apiVersion": "v1", "kind": "ConfigMapList", "metadata": {}, "items": []}),
+        )
+        .await;
+        for _ in 0..2 {
+            expect(
+                &mut handle,
+                "PATCH",
+                "/api/v1/namespaces/healthroute/configmaps/",
+                |b| b.clone(),
+            )
+            .await;
+        }
+        let mut statuses = Vec::new();
+        for _ in 0..2 {
+            statuses.push(
+                expect(&mut handle, "PATCH", "/apis/healthroute.io/v1alpha1/namespaces/shop/recordgroups/", |b| {
+                    let mut obj = b.clone();
+                    obj["metadata"] = json!({"name": "x", "namespace": "shop"});
+                    obj["spec"] = json!({"name": "x.example.com.", "type": "A", "routingPolicy": "Simple", "records": [{"setIdentifier": "x", "values": ["192.0.2.1"]}]});
+                    obj
+                })
+                .await,
+            );
+        }
+        (statuses, handle)
+    });
+    writer.flush(&index, &report, &leader, &metrics).await;
+    let (statuses, mut handle) = server.await.expect("server");
+    let api = statuses
+        .iter()
+        .find(|s| s["status"]["served"] == true)
+        .expect("api status");
+    assert_eq!(api["kind"], "RecordGroup");
+    assert_eq!(api["status"]["records"][0]["values"][0], "192.0.2.1");
+    let ready = api["status"]["conditions"]
+        .as_array()
+        .expect("conditions")
+        .iter()
+        .find(|c| c["type"] == "Ready")
+        .expect("Ready");
+    assert_eq!(ready["status"], "True");
+    let bad = statuses
+        .iter()
+        .find(|s| s["status"]["served"] == false)
+        .expect("bad status");
+    let compiled = bad["status"]["conditions"]
+        .as_array()
+        .expect("conditions")
+        .iter()
+        .find(|c| c["type"] == "Compiled")
+        .expect("Compiled");
+    assert_eq!(
+        (compiled["status"].as_str(), compiled["reason"].as_str()),
+        (Some("False"), Some("ZoneNotServed"))
+    );
+
+    // Nothing changed: nothing is written.
+    let report = index.compiler.compile(jiff::Timestamp::now());
+    writer.flush(&index, &report, &leader, &metrics).await;
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), handle.next_request())
+            .await
+            .is_err()
+    );
+}
+
+// Watch semantics: objects missing from a re-list are deleted; EndpointSlices feed readiness;
+// checker status entries become views and Leases heartbeats.
+#[test]
+fn index_follows_watch_events() {
+    let mut index = index_with(&[("a", "192.0.2.1"), ("b", "192.0.2.2")]);
+    assert_eq!(index.compiler.table().groups.len(), 2);
+    // The watch restarts and lists only "a": "b" was deleted meanwhile.
+    index.apply(Input::Group(watcher::Event::Init));
+    index.apply(Input::Group(watcher::Event::InitApply(rg(
+        "a",
+        "192.0.2.1",
+    ))));
+    index.apply(Input::Group(watcher::Event::InitDone));
+    index.compiler.compile(jiff::Timestamp::now());
+    assert_eq!(index.compiler.table().groups.len(), 1);
+
+    // A service-backed group, with its EndpointSlice.
+    let web: RecordGroup = serde_json::from_value(json!({
+        "apiVersion": "healthroute.io/v1alpha1", "kind": "RecordGroup",
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {"name": "web.example.com.", "type": "A", "routingPolicy": "Simple",
+                 "records": [{"setIdentifier": "pods", "service": {"name": "web"}}]}
+    }))
+    .expect("valid");
+    index.apply(Input::Group(watcher::Event::Apply(web)));
+    let slice = |ready: bool| {
+        serde_json::from_value::<k8s_openapi::api::discovery::v1::EndpointSlice>(json!({
+            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": "web-1", "namespace": "shop", "labels": {"kubernetes.io/service-name": "web"}},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": ["10.0.0.1"], "conditions": {"ready": true}},
+                          {"addresses": ["10.0.0.2"], "conditions": {"ready": ready}}]
+        }))
+        .expect("valid")
+    };
+    index.apply(Input::Slice(watcher::Event::Apply(slice(true))));
+    index.compiler.compile(jiff::Timestamp::now());
+    let status = index
+        .compiler
+        .group_status(&healthroute_operator::compiler::ObjectKey::new(
+            "shop", "web",
+        ))
+        .expect("status");
+    assert_eq!(status.records[0].values, vec!["10.0.0.1", "10.0.0.2"]);
+    // SEM-H11: a pod turns unready: its address leaves the answer.
+    index.apply(Input::Slice(watcher::Event::Apply(slice(false))));
+    let report = index.compiler.compile(jiff::Timestamp::now());
+    assert_eq!(report.recompiled, 1);
+    let status = index
+        .compiler
+        .group_status(&healthroute_operator::compiler::ObjectKey::new(
+            "shop", "web",
+        ))
+        .expect("status");
+    assert_eq!(status.records[0].values, vec!["10.0.0.1"]);
+}

@@ -4,6 +4,7 @@
 
 pub mod config;
 pub mod handler;
+pub mod kube;
 pub mod metrics;
 pub mod server;
 pub mod serving;

@@ -76,6 +76,22 @@ struct ServeArgs {
     /// link-local (169.254.0.0/16, fe80::/10), which is always denied.
     #[arg(long = "checker-deny", value_name = "CIDR")]
     checker_deny: Vec<Cidr>,
+    /// In a cluster: namespace of the published table ConfigMaps and of checker Leases.
+    #[arg(
+        long = "table-namespace",
+        env = "POD_NAMESPACE",
+        default_value = "healthroute"
+    )]
+    table_namespace: String,
+    /// In a cluster: this resolver's checker name (one per pod).
+    #[arg(long = "checker-name", env = "POD_NAME", default_value = "resolver")]
+    checker_name: String,
+    /// In a cluster: the zone this checker runs in (`topology.kubernetes.io/zone`).
+    #[arg(long = "checker-zone", env = "CHECKER_ZONE")]
+    checker_zone: Option<String>,
+    /// In a cluster: do not run health checks from this resolver.
+    #[arg(long = "no-checker")]
+    no_checker: bool,
     /// Log format.
     #[arg(long = "log-format", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
@@ -137,19 +153,24 @@ fn init_logging(format: LogFormat) {
 }
 
 async fn serve(args: ServeArgs) -> Result<(), String> {
-    let Some(dir) = args.manifests.clone() else {
-        return Err(
-            "no table source: pass --manifests DIR (standalone mode); the Kubernetes source arrives with the operator".into(),
-        );
-    };
-    let file = FileConfig::load(&dir)?;
-    let (zones, default_ttl) = zones_and_ttl(&args.zones, args.default_ttl, &file)?;
+    match args.manifests.clone() {
+        Some(dir) => serve_standalone(args, dir).await,
+        None => serve_cluster(args).await,
+    }
+}
+
+fn serve_config(
+    args: &ServeArgs,
+    file: &FileConfig,
+    zones: &healthroute_operator::compiler::ServedZones,
+    default_ttl: u32,
+) -> ServeConfig {
     let listen = if !args.listen.is_empty() {
         args.listen.clone()
     } else {
         vec![file.listen.unwrap_or_else(|| ([0, 0, 0, 0], 53).into())]
     };
-    let config = ServeConfig {
+    ServeConfig {
         listen,
         admin_listen: args.admin_listen.or(file.admin_listen),
         zones: zones
@@ -168,17 +189,27 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         udp_sockets: args
             .udp_sockets
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
-    };
+    }
+}
+
+fn checker_policy(args: &ServeArgs, base: TargetPolicy) -> TargetPolicy {
+    let mut policy = base;
+    policy.allow = args.checker_allow.clone();
+    policy.deny.extend(args.checker_deny.iter().copied());
+    policy
+}
+
+async fn serve_standalone(args: ServeArgs, dir: PathBuf) -> Result<(), String> {
+    let file = FileConfig::load(&dir)?;
+    let (zones, default_ttl) = zones_and_ttl(&args.zones, args.default_ttl, &file)?;
+    let mut config = serve_config(&args, &file, &zones, default_ttl);
 
     // The in-process checker probes every HealthCheck of the directory (H1: on its own
     // schedule); its views reach the compiler through the event channel.
     let (events_tx, events_rx) = mpsc::channel(4096);
-    let mut policy = TargetPolicy::standalone_default();
-    policy.allow = args.checker_allow.clone();
-    policy.deny.extend(args.checker_deny.iter().copied());
+    let policy = checker_policy(&args, TargetPolicy::standalone_default());
     let mut checker = Checker::new("standalone", None, policy, events_tx);
     checker.start_heartbeat(Duration::from_secs(1));
-    let mut config = config;
     config.checker = Some((checker.name().to_owned(), checker.metrics.clone()));
     let on_manifests = Box::new(move |m: &healthroute_operator::manifests::Manifests| {
         checker.sync(m.checks.iter().map(|(k, c)| (k, &c.spec)));
@@ -200,22 +231,73 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     }
     standalone.compile_and_publish();
 
-    let running = server::start(config, table_rx).await?;
-    for addr in &running.dns_addrs {
-        tracing::info!(%addr, "answering DNS (UDP and TCP)");
-    }
-    if let Some(addr) = running.admin_addr {
-        tracing::info!(%addr, "admin endpoint: /metrics /livez /readyz");
-    }
+    let running = start(config, table_rx).await?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let compile_loop = tokio::spawn(standalone.run(events_rx, stop_rx));
-
     shutdown_signal().await;
     tracing::info!("shutting down: finishing in-flight queries");
     let _ = stop_tx.send(true);
     let _ = compile_loop.await;
     running.shutdown().await;
     Ok(())
+}
+
+async fn serve_cluster(args: ServeArgs) -> Result<(), String> {
+    let file = FileConfig::default();
+    let (zones, default_ttl) = zones_and_ttl(&args.zones, args.default_ttl, &file)?;
+    let mut config = serve_config(&args, &file, &zones, default_ttl);
+    let client = kube::Client::try_default().await.map_err(|e| {
+        format!("no Kubernetes client ({e}); for a directory of manifests, pass --manifests DIR")
+    })?;
+    let (table_tx, table_rx) = watch::channel(None);
+    let mut tasks = vec![tokio::spawn(healthroute_resolver::kube::follow_table(
+        client.clone(),
+        args.table_namespace.clone(),
+        table_tx,
+    ))];
+    if !args.no_checker {
+        let (events_tx, events_rx) = mpsc::channel(4096);
+        let policy = checker_policy(&args, TargetPolicy::cluster_default());
+        let mut checker = Checker::new(
+            args.checker_name.clone(),
+            args.checker_zone.clone(),
+            policy,
+            events_tx,
+        );
+        checker.start_heartbeat(Duration::from_secs(1));
+        config.checker = Some((checker.name().to_owned(), checker.metrics.clone()));
+        tasks.push(tokio::spawn(healthroute_resolver::kube::run_checker(
+            client,
+            args.table_namespace.clone(),
+            checker,
+            events_rx,
+        )));
+    }
+    let running = start(config, table_rx).await?;
+    shutdown_signal().await;
+    tracing::info!("shutting down: finishing in-flight queries");
+    for t in tasks {
+        t.abort();
+    }
+    running.shutdown().await;
+    Ok(())
+}
+
+/// Starts serving and logs where.
+async fn start(
+    config: ServeConfig,
+    tables: watch::Receiver<
+        Option<std::sync::Arc<healthroute_table::RoutingTable<healthroute_table::Value>>>,
+    >,
+) -> Result<server::Running, String> {
+    let running = server::start(config, tables).await?;
+    for addr in &running.dns_addrs {
+        tracing::info!(%addr, "answering DNS (UDP and TCP)");
+    }
+    if let Some(addr) = running.admin_addr {
+        tracing::info!(%addr, "admin endpoint: /metrics /livez /readyz");
+    }
+    Ok(running)
 }
 
 async fn shutdown_signal() {

@@ -1,0 +1,262 @@
+//! The resolver in a cluster: the published table as its source, and its checker writing
+//! views and heartbeats.
+//!
+//! ```text
+//!   ConfigMaps (label healthroute.io/table) ──watch──▶ Assembler ──complete set──▶ watch<table>
+//!   HealthChecks ──watch──▶ Checker::sync ──views──▶ SSA HealthCheck/status checkers[<me>]
+//!                                          └─heartbeat──▶ SSA Lease healthroute-checker-<me>
+//! ```
+//!
+//! The resolver only reads the table (get/list/watch ConfigMaps) and only writes its own
+//! status entries and its own Lease, each under its own field manager (P3). When the API
+//! server is unreachable it keeps serving the last table it assembled (P2).
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use healthroute_operator::api::{GROUP, HealthCheck, VERSION};
+use healthroute_operator::checker::{Checker, CheckerEvent};
+use healthroute_operator::compiler::ObjectKey;
+use healthroute_operator::controller::CHECKER_LABEL;
+use healthroute_table::published::{Assembler, DATA_KEY, MANIFEST, TABLE_LABEL};
+use healthroute_table::{RoutingTable, Value};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, ResourceExt};
+use serde_json::json;
+use tokio::sync::{mpsc, watch};
+
+/// Follows the published table; sends every complete, consistent table.
+pub async fn follow_table(
+    client: Client,
+    namespace: String,
+    tables: watch::Sender<Option<Arc<RoutingTable<Value>>>>,
+) {
+    let api: Api<ConfigMap> = Api::namespaced(client, &namespace);
+    let mut stream = watcher(api, watcher::Config::default().labels(TABLE_LABEL))
+        .default_backoff()
+        .boxed();
+    let mut assembler = Assembler::default();
+    while let Some(event) = stream.next().await {
+        let cms = match event {
+            Ok(watcher::Event::Apply(cm) | watcher::Event::InitApply(cm)) => vec![cm],
+            Ok(_) => Vec::new(),
+            Err(e) => {
+                tracing::warn!(error = %e, "table watch failed; serving the last table while retrying");
+                continue;
+            }
+        };
+        for cm in cms {
+            let Some(data) = cm.data.as_ref().and_then(|d| d.get(DATA_KEY)) else {
+                continue;
+            };
+            let role = cm.labels().get(TABLE_LABEL).map(String::as_str);
+            let result = if role == Some(MANIFEST) {
+                assembler.set_manifest(data.as_bytes())
+            } else {
+                assembler.set_shard(data.as_bytes())
+            };
+            if let Err(e) = result {
+                tracing::error!(configmap = %cm.name_any(), error = %e, "unreadable table object; ignored");
+            }
+        }
+        if let Some(table) = assembler.assemble() {
+            tracing::info!(
+                generation = table.generation,
+                groups = table.groups.len(),
+                "assembled a published table"
+            );
+            tables.send_replace(Some(Arc::new(table)));
+        }
+    }
+}
+
+/// The field manager of one checker: it owns only its own entries.
+pub fn field_manager(checker: &str) -> String {
+    format!("healthroute-checker-{checker}")
+}
+
+/// Runs the checker against the cluster's HealthChecks and writes what it sees.
+pub async fn run_checker(
+    client: Client,
+    namespace: String,
+    mut checker: Checker,
+    mut events: mpsc::Receiver<CheckerEvent>,
+) {
+    let name = checker.name().to_owned();
+    let manager = field_manager(&name);
+    let checks: Api<HealthCheck> = Api::all(client.clone());
+    let mut stream = watcher(checks, watcher::Config::default())
+        .default_backoff()
+        .boxed();
+    let mut known: std::collections::BTreeMap<ObjectKey, HealthCheck> = Default::default();
+    let mut listing: Option<std::collections::BTreeSet<ObjectKey>> = None;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &namespace);
+    loop {
+        tokio::select! {
+            Some(event) = stream.next() => {
+                let key = |c: &HealthCheck| ObjectKey::new(c.namespace().unwrap_or_default(), c.name_any());
+                match event {
+                    Ok(watcher::Event::Apply(c)) => { known.insert(key(&c), c); }
+                    Ok(watcher::Event::Delete(c)) => { known.remove(&key(&c)); }
+                    Ok(watcher::Event::Init) => listing = Some(Default::default()),
+                    Ok(watcher::Event::InitApply(c)) => {
+                        if let Some(l) = listing.as_mut() { l.insert(key(&c)); }
+                        known.insert(key(&c), c);
+                    }
+                    Ok(watcher::Event::InitDone) => {
+                        if let Some(l) = listing.take() { known.retain(|k, _| l.contains(k)); }
+                    }
+                    Err(e) => { tracing::warn!(error = %e, "HealthCheck watch failed; retrying"); continue; }
+                }
+                checker.sync(known.iter().map(|(k, c)| (k, &c.spec)));
+            }
+            Some(event) = events.recv() => match event {
+                CheckerEvent::View { check, view } => {
+                    if let Err(e) = write_view(&client, &manager, &check, &view).await {
+                        tracing::warn!(check = %check, error = %e, "could not write this checker's view");
+                    }
+                }
+                CheckerEvent::Heartbeat { checker: who, at } => {
+                    if let Err(e) = write_heartbeat(&leases, &manager, &who, at).await {
+                        tracing::debug!(error = %e, "heartbeat not written");
+                    }
+                }
+            },
+            else => return,
+        }
+    }
+}
+
+/// Writes one checker's view into `HealthCheck.status.checkers[]` (its own entry only).
+pub async fn write_view(
+    client: &Client,
+    manager: &str,
+    check: &ObjectKey,
+    view: &healthroute_operator::compiler::CheckerView,
+) -> Result<(), kube::Error> {
+    let api: Api<HealthCheck> = Api::namespaced(client.clone(), &check.namespace);
+    let patch = json!({
+        "apiVersion": format!("{GROUP}/{VERSION}"),
+        "kind": "HealthCheck",
+        "status": {"checkers": [{
+            "name": view.checker,
+            "zone": view.zone,
+            "healthy": view.healthy,
+            "lastObserved": jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+            "message": view.message,
+        }]},
+    });
+    api.patch_status(
+        &check.name,
+        &PatchParams::apply(manager).force(),
+        &Patch::Apply(patch),
+    )
+    .await
+    .map(|_| ())
+}
+
+/// Renews the checker's heartbeat Lease (H7: who is reachable).
+pub async fn write_heartbeat(
+    leases: &Api<Lease>,
+    manager: &str,
+    checker: &str,
+    at: jiff::Timestamp,
+) -> Result<(), kube::Error> {
+    let lease_name = format!("healthroute-checker-{checker}");
+    let patch = json!({
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": lease_name, "labels": {CHECKER_LABEL: checker}},
+        "spec": {
+            "holderIdentity": checker,
+            "renewTime": at.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string(),
+            "leaseDurationSeconds": 10,
+        },
+    });
+    leases
+        .patch(
+            &lease_name,
+            &PatchParams::apply(manager).force(),
+            &Patch::Apply(patch),
+        )
+        .await
+        .map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::{Request, Response};
+    use kube::client::Body;
+
+    // SEM-P3: a checker writes only its own status entry and its own Lease, under its own
+    // field manager.
+    #[tokio::test]
+    async fn checker_writes_its_own_entry_and_lease() {
+        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let client = Client::new(service, "healthroute");
+        let server = tokio::spawn(async move {
+            let mut seen = Vec::new();
+            for _ in 0..2 {
+                let (req, send) = handle.next_request().await.expect("request");
+                let uri = req.uri().to_string();
+                let body: serde_json::Value =
+                    serde_json::from_slice(&req.into_body().collect_bytes().await.expect("body"))
+                        .expect("json");
+                let mut reply = body.clone();
+                reply["metadata"]["name"] = json!("x");
+                if body["kind"] == "HealthCheck" {
+                    reply["spec"] =
+                        json!({"type": "TCP", "target": {"address": "192.0.2.1", "port": 1}});
+                }
+                send.send_response(
+                    Response::builder()
+                        .body(Body::from(serde_json::to_vec(&reply).expect("json")))
+                        .expect("response"),
+                );
+                seen.push((uri, body));
+            }
+            seen
+        });
+        let view = healthroute_operator::compiler::CheckerView {
+            checker: "resolver-a".into(),
+            zone: Some("zone-a".into()),
+            healthy: false,
+            message: Some("connect refused".into()),
+        };
+        let manager = field_manager("resolver-a");
+        write_view(&client, &manager, &ObjectKey::new("shop", "web"), &view)
+            .await
+            .expect("view");
+        let leases: Api<Lease> = Api::namespaced(client, "healthroute");
+        write_heartbeat(&leases, &manager, "resolver-a", jiff::Timestamp::now())
+            .await
+            .expect("lease");
+        let seen = server.await.expect("server");
+        assert!(
+            seen[0].0.starts_with(
+                "/apis/healthroute.io/v1alpha1/namespaces/shop/healthchecks/web/status?"
+            ),
+            "{}",
+            seen[0].0
+        );
+        assert!(
+            seen[0]
+                .0
+                .contains("fieldManager=healthroute-checker-resolver-a")
+        );
+        let entries = seen[0].1["status"]["checkers"].as_array().expect("entries");
+        assert_eq!(entries.len(), 1);
+        assert_eq!(entries[0]["name"], "resolver-a");
+        assert_eq!(entries[0]["healthy"], false);
+        assert!(
+            seen[0].1["status"].get("healthy").is_none(),
+            "the overall status is the operator's"
+        );
+        assert!(seen[1].0.starts_with("/apis/coordination.k8s.io/v1/namespaces/healthroute/leases/healthroute-checker-resolver-a?"));
+        assert_eq!(seen[1].1["metadata"]["labels"][CHECKER_LABEL], "resolver-a");
+    }
+}

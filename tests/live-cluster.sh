@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Runs the real operator and a resolver against a live cluster, applies the CRDs and an
+# example, and checks the answers with dig. Skipped (exit 0, with the reason) when
+# HEALTHROUTE_TEST_KUBECONFIG is unset.
+#
+#   HEALTHROUTE_TEST_KUBECONFIG=~/.kube/config tests/live-cluster.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ -z "${HEALTHROUTE_TEST_KUBECONFIG:-}" ]; then
+  echo "skipped: HEALTHROUTE_TEST_KUBECONFIG is not set (this script needs a live API server)"
+  exit 0
+fi
+export KUBECONFIG="$HEALTHROUTE_TEST_KUBECONFIG"
+NS=healthroute-live-sh
+cargo build -q -p healthroute-operator -p healthroute-resolver
+kubectl apply --server-side -f crds/
+kubectl create namespace "$NS" --dry-run=client -o yaml | kubectl apply -f -
+kubectl -n "$NS" apply -f - <<'YAML'
+apiVersion: healthroute.io/v1alpha1
+kind: RecordGroup
+metadata: {name: api}
+spec:
+  name: api.live.example.
+  type: A
+  routingPolicy: Failover
+  records:
+    - {setIdentifier: main, failover: {role: Primary}, values: ["192.0.2.1"], healthCheckRef: {name: main}}
+    - {setIdentifier: dr, failover: {role: Secondary}, values: ["198.51.100.1"]}
+---
+apiVersion: healthroute.io/v1alpha1
+kind: HealthCheck
+metadata: {name: main}
+spec: {type: TCP, target: {address: 192.0.2.1, port: 9}, requestIntervalSeconds: 2, failureThreshold: 1, connectTimeoutSeconds: 1}
+YAML
+
+pids=()
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; kubectl delete namespace "$NS" --wait=false >/dev/null 2>&1 || true' EXIT
+target/debug/healthroute-operator --zone live.example --namespace "$NS" --identity live-op --admin-listen 127.0.0.1:9391 &
+pids+=($!)
+target/debug/healthroute-resolver --zone live.example --table-namespace "$NS" --checker-name live-checker \
+  --listen 127.0.0.1:5392 --admin-listen 127.0.0.1:9392 &
+pids+=($!)
+
+answer() { dig +short @127.0.0.1 -p 5392 api.live.example A; }
+for _ in $(seq 60); do [ -n "$(answer)" ] && break; sleep 0.5; done
+echo "first answer: $(answer)"
+# 192.0.2.1:9 never answers: after one failed probe the standby answers.
+for _ in $(seq 60); do [ "$(answer)" = "198.51.100.1" ] && break; sleep 0.5; done
+[ "$(answer)" = "198.51.100.1" ] || { echo "FAIL: expected the standby, got $(answer)"; exit 1; }
+kubectl -n "$NS" get rg,hc
+echo "live cluster check passed"

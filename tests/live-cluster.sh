@@ -14,6 +14,15 @@ export KUBECONFIG="$HEALTHROUTE_TEST_KUBECONFIG"
 NS=healthroute-live-sh
 cargo build -q -p healthroute-operator -p healthroute-resolver
 kubectl apply --server-side -f crds/
+# The chart, rendered with defaults, as the API server would accept it.
+python3 -c "import helm_python" 2>/dev/null || python3 -m pip install -q helm-python-sdk
+python3 - <<'PY' > /tmp/healthroute-chart.yaml
+import helm_python
+chart = helm_python.Chart.load("charts/healthroute")
+out = chart.render(chart.merge_values(None), name="hr", namespace="healthroute-live-sh", is_install=True)
+print("\n---\n".join(v for k, v in sorted(out.items()) if not k.endswith("NOTES.txt")))
+PY
+kubectl apply --dry-run=server -n healthroute-live-sh -f /tmp/healthroute-chart.yaml
 kubectl create namespace "$NS" --dry-run=client -o yaml | kubectl apply -f -
 kubectl -n "$NS" apply -f - <<'YAML'
 apiVersion: healthroute.io/v1alpha1

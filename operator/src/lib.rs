@@ -14,4 +14,5 @@ pub mod controller;
 pub mod crd;
 pub mod manifests;
 pub mod publish;
+pub mod rbac;
 pub mod status;

@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""Chart tests: lint, render (defaults and every option), validate every manifest against the
+Kubernetes schemas of the lowest and highest versions the chart claims, check that
+values.schema.json rejects bad values, and that the RBAC rules are exactly the API calls the
+binaries make (operator/src/rbac.rs, passed as JSON in argv[1]).
+
+Run through `cargo test -p healthroute-operator --test chart`, which passes the RBAC lists."""
+import json
+import os
+import sys
+
+import helm_python
+import kubernetes_validate
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CHART = os.path.join(HERE, "..", "healthroute")
+VERSIONS = ["1.33.0", "1.37.0"]
+# Kinds whose schema is not part of Kubernetes itself.
+FOREIGN = {("monitoring.coreos.com/v1", "ServiceMonitor")}
+
+
+def render(values):
+    chart = helm_python.Chart.load(CHART)
+    try:
+        merged = chart.merge_values(values)
+        chart.validate_schema(merged)
+        out = chart.render(merged, name="hr", namespace="healthroute", is_install=True)
+    finally:
+        chart.close()
+    docs = []
+    for path, text in sorted(out.items()):
+        if path.endswith("NOTES.txt"):
+            continue
+        for doc in yaml.safe_load_all(text):
+            if doc:
+                docs.append((path, doc))
+    return docs, out
+
+
+def validate(docs):
+    for path, doc in docs:
+        if (doc.get("apiVersion"), doc.get("kind")) in FOREIGN:
+            continue
+        for version in VERSIONS:
+            try:
+                kubernetes_validate.validate(doc, version, strict=True)
+            except kubernetes_validate.ValidationError as e:
+                raise AssertionError(f"{path}: {doc['kind']} invalid for {version}: {e.message}") from e
+
+
+def rules_of(docs, kind, name):
+    for _, doc in docs:
+        if doc["kind"] == kind and doc["metadata"]["name"] == name:
+            return doc["rules"]
+    raise AssertionError(f"no {kind} {name}")
+
+
+def flatten(rules):
+    out = set()
+    for r in rules:
+        for g in r["apiGroups"]:
+            for res in r["resources"]:
+                out.add((g, res, tuple(sorted(r["verbs"]))))
+    return out
+
+
+def check_rbac(docs, expected):
+    for binary in ("operator", "resolver"):
+        want_cluster = {(a["api_group"], a["resource"], tuple(sorted(a["verbs"]))) for a in expected[binary] if a["cluster"]}
+        want_ns = {(a["api_group"], a["resource"], tuple(sorted(a["verbs"]))) for a in expected[binary] if not a["cluster"]}
+        got_cluster = flatten(rules_of(docs, "ClusterRole", f"hr-{binary}"))
+        got_ns = flatten(rules_of(docs, "Role", f"hr-{binary}"))
+        assert got_cluster == want_cluster, f"{binary} ClusterRole: extra {got_cluster - want_cluster}, missing {want_cluster - got_cluster}"
+        assert got_ns == want_ns, f"{binary} Role: extra {got_ns - want_ns}, missing {want_ns - got_ns}"
+
+
+def check_security(docs):
+    for path, doc in docs:
+        if doc["kind"] != "Deployment":
+            continue
+        for c in doc["spec"]["template"]["spec"]["containers"]:
+            sc = c["securityContext"]
+            assert sc["runAsNonRoot"] and sc["readOnlyRootFilesystem"] and not sc["allowPrivilegeEscalation"], path
+            assert sc["capabilities"]["drop"] == ["ALL"], path
+            assert sc["seccompProfile"]["type"] == "RuntimeDefault", path
+            assert set(sc["capabilities"].get("add", [])) <= {"NET_BIND_SERVICE"}, path
+            assert c["livenessProbe"]["httpGet"]["path"] == "/livez" and c["readinessProbe"]["httpGet"]["path"] == "/readyz", path
+            assert "limits" in c["resources"] and "requests" in c["resources"], path
+
+
+def main():
+    expected = json.loads(sys.argv[1])
+    lint = helm_python.lint(CHART, strict=True)
+    messages = [m for m in lint.get("messages", []) if str(m.get("severity", "")).upper() not in ("INFO", "1")]
+    assert not messages, f"helm lint: {messages}"
+
+    defaults, out = render(None)
+    validate(defaults)
+    check_rbac(defaults, expected)
+    check_security(defaults)
+    kinds = {d["kind"] for _, d in defaults}
+    assert {"Deployment", "Service", "PodDisruptionBudget", "ClusterRole", "Role"} <= kinds, kinds
+    notes = next(v for k, v in out.items() if k.endswith("NOTES.txt"))
+    assert "example.com:53 {" in notes and "forward ." in notes, notes
+
+    with open(os.path.join(HERE, "values-all.yaml")) as f:
+        everything = yaml.safe_load(f)
+    docs, out = render(everything)
+    validate(docs)
+    check_rbac(docs, expected)
+    check_security(docs)
+    kinds = {d["kind"] for _, d in docs}
+    assert {"HorizontalPodAutoscaler", "ServiceMonitor"} <= kinds, kinds
+    svc = next(d for _, d in docs if d["kind"] == "Service" and d["metadata"]["name"] == "hr-resolver")
+    assert svc["spec"]["clusterIP"] == "10.96.0.53"
+    assert {p["protocol"] for p in svc["spec"]["ports"] if p["port"] == 53} == {"UDP", "TCP"}
+    notes = next(v for k, v in out.items() if k.endswith("NOTES.txt"))
+    assert "shop.example.com:53 {\n    forward . 10.96.0.53" in notes, notes
+
+    for bad in ({"zones": []}, {"operator": {"replicas": "two"}}, {"resolver": {"service": {"clusterIP": "not-an-ip"}}},
+                {"resolver": {"checker": {"allowCidrs": ["everything"]}}}):
+        try:
+            render(bad)
+        except helm_python.HelmError:
+            continue
+        raise AssertionError(f"values.schema.json accepted {bad}")
+    print("chart tests: 1 passed, 0 failed")
+
+
+if __name__ == "__main__":
+    main()

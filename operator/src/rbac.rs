@@ -1,0 +1,115 @@
+//! The Kubernetes API calls each binary makes, kept next to the code that makes them. The
+//! chart's Roles are tested against these lists (exactly: nothing missing, nothing extra).
+
+use serde::Serialize;
+
+/// One rule: an API group, a resource, the verbs, and whether it is cluster-wide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Access {
+    pub api_group: &'static str,
+    pub resource: &'static str,
+    pub verbs: &'static [&'static str],
+    /// Cluster-wide (ClusterRole) or in the release namespace only (Role).
+    pub cluster: bool,
+}
+
+const READ: &[&str] = &["get", "list", "watch"];
+
+/// The operator: watches everything it compiles, writes status, publishes the table
+/// (server-side apply creates or patches ConfigMaps), and holds the leader Lease.
+pub const OPERATOR: &[Access] = &[
+    Access {
+        api_group: "healthroute.io",
+        resource: "recordgroups",
+        verbs: READ,
+        cluster: true,
+    },
+    Access {
+        api_group: "healthroute.io",
+        resource: "healthchecks",
+        verbs: READ,
+        cluster: true,
+    },
+    Access {
+        api_group: "healthroute.io",
+        resource: "zonalshifts",
+        verbs: READ,
+        cluster: true,
+    },
+    Access {
+        api_group: "healthroute.io",
+        resource: "recordgroups/status",
+        verbs: &["patch"],
+        cluster: true,
+    },
+    Access {
+        api_group: "healthroute.io",
+        resource: "healthchecks/status",
+        verbs: &["patch"],
+        cluster: true,
+    },
+    Access {
+        api_group: "healthroute.io",
+        resource: "zonalshifts/status",
+        verbs: &["patch"],
+        cluster: true,
+    },
+    Access {
+        api_group: "discovery.k8s.io",
+        resource: "endpointslices",
+        verbs: READ,
+        cluster: true,
+    },
+    Access {
+        api_group: "",
+        resource: "services",
+        verbs: READ,
+        cluster: true,
+    },
+    Access {
+        api_group: "",
+        resource: "configmaps",
+        verbs: &["get", "list", "create", "patch"],
+        cluster: false,
+    },
+    Access {
+        api_group: "coordination.k8s.io",
+        resource: "leases",
+        verbs: &["get", "list", "watch", "create", "update", "patch"],
+        cluster: false,
+    },
+];
+
+/// The resolver: reads the published table; as a checker, reads HealthChecks, writes its own
+/// status entries and its own heartbeat Lease.
+pub const RESOLVER: &[Access] = &[
+    Access {
+        api_group: "",
+        resource: "configmaps",
+        verbs: READ,
+        cluster: false,
+    },
+    Access {
+        api_group: "healthroute.io",
+        resource: "healthchecks",
+        verbs: READ,
+        cluster: true,
+    },
+    Access {
+        api_group: "healthroute.io",
+        resource: "healthchecks/status",
+        verbs: &["patch"],
+        cluster: true,
+    },
+    Access {
+        api_group: "coordination.k8s.io",
+        resource: "leases",
+        verbs: &["create", "patch"],
+        cluster: false,
+    },
+];
+
+/// Both lists as JSON, for the chart test.
+pub fn as_json() -> String {
+    serde_json::json!({ "operator": OPERATOR, "resolver": RESOLVER }).to_string()
+}

@@ -3,7 +3,7 @@
 `kubectl apply --dry-run=client --validate=false -f crds/` to map CustomResourceDefinitions
 and report what it would create. It stores nothing: every object GET is a 404.
 
-    python3 tests/tools/fake_discovery.py PORT"""
+    python3 tests/tools/fake_discovery.py PORT     (0: any free port; the port is printed)"""
 import json
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -45,4 +45,6 @@ class Handler(BaseHTTPRequestHandler):
 
 
 if __name__ == "__main__":
-    ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
+    server = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler)
+    print(server.server_address[1], flush=True)
+    server.serve_forever()

@@ -43,7 +43,7 @@ pub struct PublishReport {
 
 pub struct Publisher {
     api: Api<ConfigMap>,
-    shards: u32,
+    encoder: published::Encoder,
     /// Content hash of what is on the server, by ConfigMap name.
     written: BTreeMap<String, String>,
     loaded: bool,
@@ -53,7 +53,7 @@ impl Publisher {
     pub fn new(api: Api<ConfigMap>, shards: u32) -> Self {
         Publisher {
             api,
-            shards: shards.max(1),
+            encoder: published::Encoder::new(shards),
             written: BTreeMap::new(),
             loaded: false,
         }
@@ -93,7 +93,7 @@ impl Publisher {
         if !self.loaded {
             self.load().await?;
         }
-        let encoded = published::encode(table, self.shards).map_err(PublishError::Encode)?;
+        let encoded = self.encoder.encode(table).map_err(PublishError::Encode)?;
         let mut report = PublishReport::default();
         for (index, hash, json) in &encoded.shards {
             let name = format!("{TABLE_NAME}-{index}");

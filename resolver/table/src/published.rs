@@ -68,7 +68,7 @@ pub struct Manifest {
 /// The encoded shards of a table, and its manifest.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Encoded {
-    pub shards: Vec<(u32, String, Vec<u8>)>,
+    pub shards: Vec<(u32, String, Arc<[u8]>)>,
     pub manifest: Manifest,
 }
 
@@ -100,7 +100,7 @@ pub fn encode(table: &RoutingTable<Value>, shards: u32) -> Result<Encoded, Strin
         }
         let hash = content_hash(&json);
         hashes.push(hash.clone());
-        out.push((shard.index, hash, json));
+        out.push((shard.index, hash, Arc::from(json)));
     }
     Ok(Encoded {
         shards: out,
@@ -110,6 +110,84 @@ pub fn encode(table: &RoutingTable<Value>, shards: u32) -> Result<Encoded, Strin
             hashes,
         },
     })
+}
+
+/// One encoded shard: its groups, content hash and JSON.
+type CachedShard = (
+    BTreeMap<GroupKey, Arc<CompiledGroup<Value>>>,
+    String,
+    Arc<[u8]>,
+);
+
+/// Encodes tables again and again, re-serialising only the shards whose groups changed
+/// (groups are compared by `Arc` identity: the compiler keeps it for unchanged groups).
+#[derive(Debug, Default)]
+pub struct Encoder {
+    shards: u32,
+    /// Per shard: its groups as last encoded, its hash and JSON.
+    cache: Vec<CachedShard>,
+}
+
+impl Encoder {
+    pub fn new(shards: u32) -> Self {
+        Encoder {
+            shards: shards.max(1),
+            cache: Vec::new(),
+        }
+    }
+
+    /// Like [`encode`], for a table that differs from the last one in a few groups.
+    pub fn encode(&mut self, table: &RoutingTable<Value>) -> Result<Encoded, String> {
+        let n = self.shards;
+        let mut split: Vec<BTreeMap<GroupKey, Arc<CompiledGroup<Value>>>> =
+            vec![BTreeMap::new(); n as usize];
+        for (key, group) in &table.groups {
+            split[shard_of(key, n) as usize].insert(key.clone(), group.clone());
+        }
+        let mut shards = Vec::with_capacity(n as usize);
+        let mut hashes = Vec::with_capacity(n as usize);
+        for (index, groups) in split.into_iter().enumerate() {
+            let same = self.cache.get(index).is_some_and(|(old, _, _)| {
+                old.len() == groups.len()
+                    && old
+                        .iter()
+                        .zip(groups.iter())
+                        .all(|((ka, a), (kb, b))| ka == kb && Arc::ptr_eq(a, b))
+            });
+            if !same {
+                let shard = Shard {
+                    index: index as u32,
+                    groups,
+                };
+                let json = serde_json::to_vec(&shard).map_err(|e| e.to_string())?;
+                if json.len() > MAX_SHARD_BYTES {
+                    return Err(format!(
+                        "table shard {index} is {} KiB, over the {} KiB a ConfigMap can hold: raise --table-shards",
+                        json.len() / 1024,
+                        MAX_SHARD_BYTES / 1024
+                    ));
+                }
+                let hash = content_hash(&json);
+                let entry = (shard.groups, hash, Arc::from(json));
+                if index < self.cache.len() {
+                    self.cache[index] = entry;
+                } else {
+                    self.cache.push(entry);
+                }
+            }
+            let (_, hash, json) = &self.cache[index];
+            hashes.push(hash.clone());
+            shards.push((index as u32, hash.clone(), json.clone()));
+        }
+        Ok(Encoded {
+            shards,
+            manifest: Manifest {
+                generation: table.generation,
+                shards: n,
+                hashes,
+            },
+        })
+    }
 }
 
 /// The reader's side: collects shards and manifests as they arrive, in any order, and
@@ -235,6 +313,24 @@ mod tests {
             counts[shard_of(&format!("ns{}/group-{i}", i % 13), 8) as usize] += 1;
         }
         assert!(counts.iter().all(|c| (800..1200).contains(c)), "{counts:?}");
+    }
+
+    #[test]
+    fn incremental_encoder_matches_a_full_encode() {
+        let mut enc = Encoder::new(4);
+        let t1 = table(1, 40, 1);
+        assert_eq!(
+            enc.encode(&t1).expect("encodes"),
+            encode(&t1, 4).expect("encodes")
+        );
+        let mut t2 = t1.clone();
+        t2.generation = 2;
+        let changed = table(2, 1, 9).groups.into_iter().next().expect("one");
+        t2.groups.insert(changed.0, changed.1);
+        assert_eq!(
+            enc.encode(&t2).expect("encodes"),
+            encode(&t2, 4).expect("encodes")
+        );
     }
 
     #[test]

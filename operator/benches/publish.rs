@@ -1,0 +1,125 @@
+//! Publish latency through the in-process path: an EndpointSlice change applied to the index,
+//! compiled, and the changed shard plus manifest sent as server-side-apply requests (to a
+//! tower-test stand-in that answers at once), with 10,000 RecordGroups loaded. Also the
+//! first compile and publish of the whole table. Prints figures; asserts nothing.
+//!
+//! Run: `cargo bench -p healthroute-operator --bench publish`
+
+use std::time::Instant;
+
+use healthroute_operator::compiler::ServedZones;
+use healthroute_operator::controller::{Index, Input};
+use healthroute_operator::publish::Publisher;
+use http::{Request, Response};
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::client::Body;
+use kube::runtime::watcher;
+use kube::{Api, Client};
+use serde_json::json;
+
+const GROUPS: usize = 10_000;
+const CHANGES: usize = 1_000;
+
+fn group(i: usize) -> healthroute_operator::api::RecordGroup {
+    serde_json::from_value(json!({
+        "apiVersion": "healthroute.io/v1alpha1", "kind": "RecordGroup",
+        "metadata": {"name": format!("g{i}"), "namespace": format!("ns{}", i % 100)},
+        "spec": {"name": format!("g{i}.example.com."), "type": "A", "routingPolicy": "Weighted",
+                 "records": [{"setIdentifier": "pods", "weight": 1, "service": {"name": format!("svc{i}")}},
+                             {"setIdentifier": "static", "weight": 1, "values": ["192.0.2.1"]}]}
+    }))
+    .expect("group")
+}
+
+fn slice(i: usize, ready: bool) -> EndpointSlice {
+    let endpoints: Vec<_> = (0..10)
+        .map(|e| json!({"addresses": [format!("10.{}.{}.{}", i / 256 % 256, i % 256, e)], "conditions": {"ready": e != 0 || ready}}))
+        .collect();
+    serde_json::from_value(json!({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": format!("svc{i}-x"), "namespace": format!("ns{}", i % 100), "labels": {"kubernetes.io/service-name": format!("svc{i}")}},
+        "addressType": "IPv4",
+        "endpoints": endpoints
+    }))
+    .expect("slice")
+}
+
+#[tokio::main]
+async fn main() {
+    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    // The stand-in API server: a list for the publisher's first look, then every apply echoed.
+    tokio::spawn(async move {
+        while let Some((req, send)) = handle.next_request().await {
+            let is_list = req.method() == http::Method::GET;
+            let body = req.into_body().collect_bytes().await.unwrap_or_default();
+            let reply = if is_list {
+                serde_json::to_vec(&json!({"apiVersion": "v1", "kind": "ConfigMapList", "metadata": {}, "items": []})).unwrap_or_default()
+            } else {
+                body.to_vec()
+            };
+            send.send_response(
+                Response::builder()
+                    .body(Body::from(reply))
+                    .expect("response"),
+            );
+        }
+    });
+    let client = Client::new(service, "healthroute");
+    let mut publisher = Publisher::new(Api::<ConfigMap>::namespaced(client, "healthroute"), 16);
+    let mut index = Index::new(ServedZones::new(["example.com"]).expect("zone"), 60);
+
+    let t = Instant::now();
+    for kind in 0..2 {
+        match kind {
+            0 => index.apply(Input::Group(watcher::Event::Init)),
+            _ => index.apply(Input::Slice(watcher::Event::Init)),
+        }
+    }
+    for i in 0..GROUPS {
+        index.apply(Input::Group(watcher::Event::InitApply(group(i))));
+        index.apply(Input::Slice(watcher::Event::InitApply(slice(i, true))));
+    }
+    index.apply(Input::Group(watcher::Event::InitDone));
+    index.apply(Input::Slice(watcher::Event::InitDone));
+    let indexed = t.elapsed();
+    let t = Instant::now();
+    index.compiler.compile(jiff::Timestamp::now());
+    let compiled = t.elapsed();
+    let t = Instant::now();
+    let first = publisher
+        .publish(&index.compiler.table())
+        .await
+        .expect("publishes");
+    let published = t.elapsed();
+    println!(
+        "{GROUPS} RecordGroups, {} endpoints: index {:.0} ms, compile {:.0} ms, publish {} shards {:.0} ms",
+        GROUPS * 10,
+        indexed.as_secs_f64() * 1e3,
+        compiled.as_secs_f64() * 1e3,
+        first.shards_written,
+        published.as_secs_f64() * 1e3
+    );
+
+    let mut latencies = Vec::with_capacity(CHANGES);
+    let mut written = 0;
+    for n in 0..CHANGES {
+        let i = (n * 7919) % GROUPS;
+        let t = Instant::now();
+        index.apply(Input::Slice(watcher::Event::Apply(slice(i, n % 2 == 1))));
+        index.compiler.compile(jiff::Timestamp::now());
+        let r = publisher
+            .publish(&index.compiler.table())
+            .await
+            .expect("publishes");
+        latencies.push(t.elapsed());
+        written += r.shards_written;
+    }
+    latencies.sort();
+    println!(
+        "EndpointSlice change -> table requests sent: p50 {:.2} ms, p99 {:.2} ms over {CHANGES} changes ({:.1} shards written per change)",
+        latencies[CHANGES / 2].as_secs_f64() * 1e3,
+        latencies[CHANGES * 99 / 100].as_secs_f64() * 1e3,
+        written as f64 / CHANGES as f64
+    );
+}

@@ -44,6 +44,8 @@ pub struct Config {
     pub zones: ServedZones,
     pub default_ttl: u32,
     pub debounce: Duration,
+    /// This replica's name, on the Events it records.
+    pub identity: String,
 }
 
 /// One event from one watch.
@@ -403,6 +405,7 @@ impl OperatorMetrics {
 /// The leader-gated writer of the table and the statuses (P3, one writer).
 pub struct Writer {
     client: Client,
+    recorder: kube::runtime::events::Recorder,
     publisher: Publisher,
     /// The status last written per object, so that unchanged statuses are not written again.
     written: HashMap<(&'static str, ObjectKey), Json>,
@@ -411,8 +414,13 @@ pub struct Writer {
 }
 
 impl Writer {
-    pub fn new(client: Client, namespace: &str, shards: u32) -> Self {
+    pub fn new(client: Client, namespace: &str, shards: u32, identity: &str) -> Self {
+        let reporter = kube::runtime::events::Reporter {
+            controller: FIELD_MANAGER.into(),
+            instance: Some(identity.into()),
+        };
         Writer {
+            recorder: kube::runtime::events::Recorder::new(client.clone(), reporter),
             publisher: Publisher::new(
                 Api::<ConfigMap>::namespaced(client.clone(), namespace),
                 shards,
@@ -485,8 +493,13 @@ impl Writer {
             let st =
                 status::record_group(data, outcome, g.status.as_ref(), g.metadata.generation, now);
             let body = serde_json::to_value(&st).unwrap_or(Json::Null);
-            self.write::<RecordGroup>("RecordGroup", key, body, metrics)
-                .await;
+            if self
+                .write::<RecordGroup>("RecordGroup", key, body, metrics)
+                .await
+            {
+                let events = status::group_events(g.status.as_ref(), &st);
+                self.emit(g, events).await;
+            }
         }
         for key in checks {
             if !*leader.borrow() {
@@ -522,18 +535,53 @@ impl Writer {
                 )}),
                 None => continue,
             };
-            self.write::<ZonalShift>("ZonalShift", key, body, metrics)
-                .await;
+            let new: Option<crate::api::ZonalShiftStatus> =
+                serde_json::from_value(body.clone()).ok();
+            if self
+                .write::<ZonalShift>("ZonalShift", key, body, metrics)
+                .await
+                && let Some(new) = new
+            {
+                let events = status::shift_events(s.status.as_ref(), &new);
+                self.emit(s, events).await;
+            }
         }
     }
 
+    /// Publishes Events for transitions a person should notice; failures are only logged.
+    async fn emit<K: kube::Resource<DynamicType = ()>>(
+        &self,
+        object: &K,
+        events: Vec<status::Notice>,
+    ) {
+        let reference = object.object_ref(&());
+        for n in events {
+            let event = kube::runtime::events::Event {
+                type_: if n.warning {
+                    kube::runtime::events::EventType::Warning
+                } else {
+                    kube::runtime::events::EventType::Normal
+                },
+                reason: n.reason.into(),
+                note: Some(n.note),
+                action: n.action.into(),
+                secondary: None,
+            };
+            if let Err(e) = self.recorder.publish(&event, &reference).await {
+                tracing::debug!(error = %e, "event not recorded");
+            }
+        }
+    }
+
+    /// Applies a status unless it is the one last written; true when it was written now.
     async fn write<K>(
         &mut self,
         kind: &'static str,
         key: &ObjectKey,
         status: Json,
         metrics: &OperatorMetrics,
-    ) where
+    ) -> bool
+    where
         K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
             + Clone
             + serde::de::DeserializeOwned
@@ -543,7 +591,7 @@ impl Writer {
         // that an unchanged status is not written again.
         let fingerprint = without_times(&status);
         if self.written.get(&(kind, key.clone())) == Some(&fingerprint) {
-            return;
+            return false;
         }
         let api: Api<K> = Api::namespaced(self.client.clone(), &key.namespace);
         let patch = json!({
@@ -562,10 +610,12 @@ impl Writer {
             Ok(_) => {
                 metrics.status_writes.fetch_add(1, Ordering::Relaxed);
                 self.written.insert((kind, key.clone()), fingerprint);
+                true
             }
             Err(e) => {
                 metrics.write_errors.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(kind, object = %key, error = %e, "status write failed; retried on the next compile");
+                false
             }
         }
     }
@@ -655,7 +705,7 @@ pub async fn run(
 ) {
     let mut inputs = inputs(&client, &config.namespace);
     let mut index = Index::new(config.zones.clone(), config.default_ttl);
-    let mut writer = Writer::new(client, &config.namespace, config.shards);
+    let mut writer = Writer::new(client, &config.namespace, config.shards, &config.identity);
     let mut due: Option<tokio::time::Instant> = None;
     loop {
         let deadline = index.compiler.next_deadline(Timestamp::now()).map(|t| {

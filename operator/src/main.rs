@@ -128,6 +128,7 @@ async fn run(args: Args) -> Result<(), String> {
         zones,
         default_ttl: args.default_ttl,
         debounce: Duration::from_millis(args.debounce_ms),
+        identity: args.identity.clone(),
     };
     let (stop_tx, stop_rx) = watch::channel(false);
     let control = tokio::spawn(controller::run(client, config, leader, metrics, stop_rx));

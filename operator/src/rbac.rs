@@ -67,6 +67,12 @@ pub const OPERATOR: &[Access] = &[
         cluster: true,
     },
     Access {
+        api_group: "events.k8s.io",
+        resource: "events",
+        verbs: &["create", "patch"],
+        cluster: true,
+    },
+    Access {
         api_group: "",
         resource: "configmaps",
         verbs: &["get", "list", "create", "patch"],

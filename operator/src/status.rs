@@ -202,12 +202,128 @@ pub fn zonal_shift(
     status
 }
 
+/// A transition worth an Event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notice {
+    pub warning: bool,
+    pub reason: &'static str,
+    pub action: &'static str,
+    pub note: String,
+}
+
+/// Records that turned unhealthy or healthy again, and the last resort entered or left,
+/// between the status on the server and the new one. Nothing for a first status.
+pub fn group_events(old: Option<&RecordGroupStatus>, new: &RecordGroupStatus) -> Vec<Notice> {
+    let Some(old) = old else { return Vec::new() };
+    let mut out = Vec::new();
+    for r in &new.records {
+        let Some(before) = old
+            .records
+            .iter()
+            .find(|o| o.set_identifier == r.set_identifier)
+        else {
+            continue;
+        };
+        if before.healthy && !r.healthy {
+            out.push(Notice {
+                warning: true,
+                reason: "RecordUnhealthy",
+                action: "Route",
+                note: format!(
+                    "{}: {}",
+                    r.set_identifier,
+                    r.reason.as_deref().unwrap_or("unhealthy")
+                ),
+            });
+        } else if !before.healthy && r.healthy {
+            out.push(Notice {
+                warning: false,
+                reason: "RecordHealthy",
+                action: "Route",
+                note: format!("{} is healthy again", r.set_identifier),
+            });
+        }
+    }
+    if !old.last_resort && new.last_resort {
+        out.push(Notice {
+            warning: true,
+            reason: "LastResortEntered",
+            action: "Route",
+            note: "no record is healthy: every record is answered as if healthy".into(),
+        });
+    } else if old.last_resort && !new.last_resort {
+        out.push(Notice {
+            warning: false,
+            reason: "LastResortLeft",
+            action: "Route",
+            note: "a record is healthy again".into(),
+        });
+    }
+    out
+}
+
+/// Groups where a shift became applied or not applied.
+pub fn shift_events(old: Option<&ZonalShiftStatus>, new: &ZonalShiftStatus) -> Vec<Notice> {
+    let mut out = Vec::new();
+    for g in &new.groups {
+        let before = old.and_then(|o| o.groups.iter().find(|x| x.record_group == g.record_group));
+        if before.map(|b| (b.applied_status, b.reason)) == Some((g.applied_status, g.reason)) {
+            continue;
+        }
+        out.push(match g.applied_status {
+            AppliedStatus::Applied => Notice {
+                warning: false,
+                reason: "ShiftApplied",
+                action: "Shift",
+                note: format!("applied to {}", g.record_group),
+            },
+            AppliedStatus::NotApplied => Notice {
+                warning: true,
+                reason: "ShiftNotApplied",
+                action: "Shift",
+                note: format!("not applied to {}: {:?}", g.record_group, g.reason),
+            },
+        });
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn t(s: i64) -> jiff::Timestamp {
         jiff::Timestamp::from_second(1_800_000_000 + s).expect("valid")
+    }
+
+    #[test]
+    fn events_on_transitions_only() {
+        use crate::api::RecordStatus;
+        let st = |healthy: bool, last_resort: bool| RecordGroupStatus {
+            served: true,
+            records: vec![RecordStatus {
+                set_identifier: "a".into(),
+                healthy,
+                values: vec![],
+                reason: (!healthy).then(|| "health check hc: 0/3".into()),
+            }],
+            last_resort,
+            ..Default::default()
+        };
+        assert!(
+            group_events(None, &st(false, true)).is_empty(),
+            "no event for a first status"
+        );
+        assert!(group_events(Some(&st(true, false)), &st(true, false)).is_empty());
+        let down = group_events(Some(&st(true, false)), &st(false, true));
+        let reasons: Vec<_> = down.iter().map(|n| n.reason).collect();
+        assert_eq!(reasons, ["RecordUnhealthy", "LastResortEntered"]);
+        assert!(down[0].note.contains("0/3"));
+        let up = group_events(Some(&st(false, true)), &st(true, false));
+        assert_eq!(
+            up.iter().map(|n| n.reason).collect::<Vec<_>>(),
+            ["RecordHealthy", "LastResortLeft"]
+        );
     }
 
     #[test]

@@ -215,7 +215,7 @@ async fn status_writer_is_leader_gated_and_writes_changes_only() {
     let metrics = OperatorMetrics::default();
 
     let (client, mut handle) = mock();
-    let mut writer = Writer::new(client, "healthroute", 1);
+    let mut writer = Writer::new(client, "healthroute", 1, "test");
     let (leader_tx, leader) = watch::channel(false);
 
     // Not the leader: no request (a request would hang the scenario; none may come).

@@ -96,6 +96,7 @@ async fn live_cluster_round_trip() {
         zones: ServedZones::new(["live.example."]).expect("zone"),
         default_ttl: 30,
         debounce: Duration::from_millis(20),
+        identity: "live-test".into(),
     };
     let control = tokio::spawn(controller::run(
         client.clone(),

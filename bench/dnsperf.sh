@@ -36,7 +36,7 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 
 trap cleanup EXIT
 
 target/release/healthroute-resolver --manifests examples/quickstart \
-  --listen 127.0.0.1:$HR_PORT --admin-listen $ADMIN --udp-sockets 2 >"$OUT/resolver.log" 2>&1 &
+  --listen 127.0.0.1:$HR_PORT --admin-listen $ADMIN --udp-sockets "${HR_UDP_SOCKETS:-2}" >"$OUT/resolver.log" 2>&1 &
 pids+=($!)
 
 mkdir -p "$OUT/knot/db"

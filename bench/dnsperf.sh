@@ -36,7 +36,7 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 
 trap cleanup EXIT
 
 target/release/healthroute-resolver --manifests examples/quickstart \
-  --listen 127.0.0.1:$HR_PORT --admin-listen $ADMIN --udp-sockets "${HR_UDP_SOCKETS:-2}" >"$OUT/resolver.log" 2>&1 &
+  --listen 127.0.0.1:$HR_PORT --admin-listen $ADMIN ${HR_UDP_SOCKETS:+--udp-sockets $HR_UDP_SOCKETS} >"$OUT/resolver.log" 2>&1 &
 pids+=($!)
 
 mkdir -p "$OUT/knot/db"
@@ -79,7 +79,7 @@ full() { # port -> "qps mean_ms"
 }
 half() { # port qps -> "p50_ms p99_ms"
   dnsperf -s 127.0.0.1 -p "$1" -d "$OUT/queries.txt" -l "$SECS" -c 20 -q 200 -T 1 -Q "$2" -v 2>/dev/null |
-    awk '$1 == ">" {print $NF * 1000}' | sort -n |
+    awk '$1 == ">" && $NF ~ /^[0-9.]+$/ {print $NF * 1000}' | sort -n |
     awk '{a[NR]=$1} END {if (NR==0) {print "n/a n/a"} else {printf "%.3f %.3f", a[int(NR*0.5)+1], a[int(NR*0.99)+1]}}'
 }
 

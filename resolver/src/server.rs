@@ -31,7 +31,7 @@ pub struct ServeConfig {
     pub upstream_timeout: Duration,
     /// Where the last table is written, and read at start when no source has one yet (P2).
     pub table_file: Option<PathBuf>,
-    /// UDP sockets per listen address (SO_REUSEPORT); default: one per core.
+    /// UDP sockets per listen address (SO_REUSEPORT).
     pub udp_sockets: usize,
     /// An in-process checker whose metrics the admin endpoint exports.
     pub checker: Option<(String, Arc<healthroute_operator::checker::CheckerMetrics>)>,

@@ -248,7 +248,7 @@ def start(kind, d, port, names):
     null = subprocess.DEVNULL
     if kind == "healthroute":
         healthroute_conf(d, names)
-        return subprocess.Popen([HR, "--manifests", d, "--listen", f"127.0.0.1:{port}", "--udp-sockets", "1"], stdout=null, stderr=null)
+        return subprocess.Popen([HR, "--manifests", d, "--listen", f"127.0.0.1:{port}"], stdout=null, stderr=null)
     if kind == "gdnsd":
         gdnsd_conf(d, port, names)
         return subprocess.Popen(["gdnsd", "-c", d, "start"], stdout=null, stderr=open(os.path.join(d, "log"), "w"))

@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 pub mod config;
+pub mod fastpath;
 pub mod handler;
 pub mod kube;
 pub mod metrics;
@@ -10,3 +11,4 @@ pub mod server;
 pub mod serving;
 pub mod simulate;
 pub mod standalone;
+pub mod udp;

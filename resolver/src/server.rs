@@ -91,6 +91,7 @@ pub async fn start(
         }
     }
 
+    let mut udp_tasks = Vec::new();
     let mut server = Server::new(DnsHandler {
         shared: shared.clone(),
     });
@@ -103,7 +104,13 @@ pub async fn start(
             if i == 0 {
                 bound = socket.local_addr().map_err(|e| e.to_string())?;
             }
-            server.register_socket(socket);
+            // UDP is ours (fast path first, the handler for the rest); TCP is hickory's.
+            udp_tasks.push(tokio::spawn(crate::udp::serve(
+                Arc::new(socket),
+                DnsHandler {
+                    shared: shared.clone(),
+                },
+            )));
         }
         let tcp = tokio::net::TcpListener::bind(bound)
             .await
@@ -112,7 +119,7 @@ pub async fn start(
         dns_addrs.push(bound);
     }
 
-    let mut tasks = Vec::new();
+    let mut tasks = udp_tasks;
     // The table task: every new table becomes the serving snapshot.
     {
         let shared = shared.clone();

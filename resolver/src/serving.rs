@@ -38,6 +38,9 @@ struct ServedZone {
     apex: LowerName,
     soa: Record,
     ns: Vec<Record>,
+    /// Lower-case wire form of the apex, and the SOA RR after its owner name.
+    apex_wire: Box<[u8]>,
+    soa_tail: Box<[u8]>,
 }
 
 /// What a group answered, for metrics: per set identifier, and last-resort answers.
@@ -50,6 +53,9 @@ pub struct GroupCounters {
 /// One group, ready to answer.
 pub struct ServingGroup {
     pub compiled: CompiledGroup<Record>,
+    /// The same answers as wire-format RRs whose owner is a pointer to the question (0xC00C),
+    /// for the UDP fast path; alias targets are found through `ServingTable::by_key`.
+    wire: CompiledGroup<Box<[u8]>>,
     /// Alias targets reachable from this group, renamed to this group's name.
     aliases: HashMap<Arc<str>, CompiledGroup<Record>>,
     pub counters: GroupCounters,
@@ -106,6 +112,27 @@ pub struct ServingTable {
     zones: Vec<ServedZone>,
     names: HashMap<LowerName, NameEntry>,
     groups: Vec<ServingGroup>,
+    /// The fast path's view: lower-case wire-format names, and groups by key.
+    wire_names: HashMap<Box<[u8]>, NameEntry>,
+    by_key: HashMap<Arc<str>, usize>,
+}
+
+/// What the UDP fast path answers, borrowing pre-encoded bytes.
+pub enum FastOutcome<'a> {
+    Answer {
+        zone: usize,
+        records: ResolvedValues<'a, Box<[u8]>>,
+    },
+    NoData {
+        zone: usize,
+        apex_len: usize,
+        soa: &'a [u8],
+    },
+    NxDomain {
+        zone: usize,
+        apex_len: usize,
+        soa: &'a [u8],
+    },
 }
 
 impl ServingTable {
@@ -134,6 +161,12 @@ impl ServingTable {
                 86400,
                 z.default_ttl,
             );
+            let soa_tail = soa_tail(
+                &mname,
+                &format!("hostmaster.{}", z.apex),
+                serial,
+                z.default_ttl,
+            );
             let ns_names: Vec<String> = if z.nameservers.is_empty() {
                 vec![mname]
             } else {
@@ -151,6 +184,8 @@ impl ServingTable {
                 apex: LowerName::from(&apex),
                 soa: Record::from_rdata(apex.clone(), z.default_ttl, RData::SOA(soa)),
                 ns,
+                apex_wire: wire_name(&z.apex).into(),
+                soa_tail: soa_tail.into(),
             });
         }
         // Most specific zone first.
@@ -158,6 +193,8 @@ impl ServingTable {
 
         let mut groups = Vec::with_capacity(table.groups.len());
         let mut names: HashMap<LowerName, NameEntry> = HashMap::new();
+        let mut wire_names: HashMap<Box<[u8]>, NameEntry> = HashMap::new();
+        let mut by_key: HashMap<Arc<str>, usize> = HashMap::new();
         let old_counters: HashMap<&str, &GroupCounters> = previous
             .map(|p| {
                 p.groups
@@ -214,7 +251,30 @@ impl ServingTable {
                 }
                 parent = parent.base_name();
             }
+            let wire_name_key: Box<[u8]> = wire_name(&group.name).into();
+            wire_names
+                .entry(wire_name_key)
+                .or_default()
+                .types
+                .push((record_type(group.record_type), index));
+            let mut parent: &str = &group.name;
+            while let Some((_, rest)) = parent.split_once('.') {
+                if rest.is_empty()
+                    || !served
+                        .iter()
+                        .any(|z| rest.ends_with(&z.apex.to_string()) || rest == z.apex.to_string())
+                {
+                    break;
+                }
+                wire_names.entry(wire_name(rest).into()).or_default();
+                if served.iter().any(|z| z.apex.to_string() == rest) {
+                    break;
+                }
+                parent = rest;
+            }
+            by_key.insert(group.key.clone(), index);
             groups.push(ServingGroup {
+                wire: group.map(&mut |v: &Value| encode_wire(v, group.ttl)),
                 compiled,
                 aliases,
                 counters,
@@ -225,6 +285,8 @@ impl ServingTable {
             zones: served,
             names,
             groups,
+            wire_names,
+            by_key,
         })
     }
 
@@ -293,22 +355,81 @@ impl ServingTable {
         }
     }
 
+    fn count(group: &ServingGroup, set_identifier: &Arc<str>, last_resort: bool) {
+        if let Some((_, n)) = group
+            .counters
+            .by_set_identifier
+            .iter()
+            .find(|(k, _)| Arc::ptr_eq(k, set_identifier) || k == set_identifier)
+        {
+            n.fetch_add(1, Ordering::Relaxed);
+        }
+        if last_resort {
+            group.counters.last_resort.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The fast path's lookup: `qname` is the lower-case wire-format question name. `None`
+    /// when the name lies in no served zone (the full path forwards or refuses it).
+    pub fn fast_lookup(
+        &self,
+        qname: &[u8],
+        qtype: u16,
+        rng: &mut fastrand::Rng,
+    ) -> Option<FastOutcome<'_>> {
+        let (zone_index, zone) = self
+            .zones
+            .iter()
+            .enumerate()
+            .find(|(_, z)| in_zone(qname, &z.apex_wire))?;
+        let apex_len = zone.apex_wire.len();
+        let soa = &zone.soa_tail;
+        let Some(entry) = self.wire_names.get(qname) else {
+            return Some(if qname.len() == apex_len {
+                FastOutcome::NoData {
+                    zone: zone_index,
+                    apex_len,
+                    soa,
+                }
+            } else {
+                FastOutcome::NxDomain {
+                    zone: zone_index,
+                    apex_len,
+                    soa,
+                }
+            });
+        };
+        let want = RecordType::from(qtype);
+        let found = entry
+            .types
+            .iter()
+            .find(|(t, _)| *t == want)
+            .or_else(|| entry.types.iter().find(|(t, _)| *t == RecordType::CNAME));
+        let Some(&(_, index)) = found else {
+            return Some(FastOutcome::NoData {
+                zone: zone_index,
+                apex_len,
+                soa,
+            });
+        };
+        let group = &self.groups[index];
+        let resolved = resolve_with(&group.wire, rng, |key| {
+            self.by_key.get(key).map(|&i| &self.groups[i].wire)
+        })?;
+        Self::count(group, resolved.set_identifier, resolved.last_resort);
+        Some(FastOutcome::Answer {
+            zone: zone_index,
+            records: resolved.values,
+        })
+    }
+
     fn answer_group(&self, index: usize, rng: &mut fastrand::Rng) -> Outcome<'_> {
         let group = &self.groups[index];
         let Some(resolved) = resolve_with(&group.compiled, rng, |key| group.aliases.get(key))
         else {
             return Outcome::NoData(&self.zones[0].soa);
         };
-        if let Some((_, n)) =
-            group.counters.by_set_identifier.iter().find(|(k, _)| {
-                Arc::ptr_eq(k, resolved.set_identifier) || k == resolved.set_identifier
-            })
-        {
-            n.fetch_add(1, Ordering::Relaxed);
-        }
-        if resolved.last_resort {
-            group.counters.last_resort.fetch_add(1, Ordering::Relaxed);
-        }
+        Self::count(group, resolved.set_identifier, resolved.last_resort);
         Outcome::Answer(match resolved.values {
             ResolvedValues::Slice(s) => AnswerRecords::Slice(s),
             ResolvedValues::Sample(s) => AnswerRecords::Sample(s),
@@ -391,4 +512,70 @@ fn txt_strings(text: &str) -> Vec<String> {
         }
     }
     out
+}
+
+/// Lower-case wire form of a normalised name (`a.example.com.` → `\x01a\x07example\x03com\x00`).
+fn wire_name(name: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(name.len() + 2);
+    for label in name.split('.').filter(|l| !l.is_empty()) {
+        out.push(label.len() as u8);
+        out.extend(label.bytes().map(|b| b.to_ascii_lowercase()));
+    }
+    out.push(0);
+    out
+}
+
+/// Whether wire name `qname` is `apex` or below it (on a label boundary).
+fn in_zone(qname: &[u8], apex: &[u8]) -> bool {
+    let mut i = 0;
+    while i < qname.len() {
+        if qname.len() - i == apex.len() {
+            return &qname[i..] == apex;
+        }
+        if qname.len() - i < apex.len() {
+            return false;
+        }
+        i += usize::from(qname[i]) + 1;
+    }
+    false
+}
+
+/// One answer RR in wire form, its owner a pointer to the question name.
+fn encode_wire(v: &Value, ttl: u32) -> Box<[u8]> {
+    let (rtype, rdata): (u16, Vec<u8>) = match v {
+        Value::A(a) => (1, a.octets().to_vec()),
+        Value::Aaaa(a) => (28, a.octets().to_vec()),
+        Value::Cname(n) => (5, wire_name(n)),
+        Value::Txt(t) => (
+            16,
+            txt_strings(t)
+                .iter()
+                .flat_map(|s| std::iter::once(s.len() as u8).chain(s.bytes()))
+                .collect(),
+        ),
+    };
+    let mut rr = Vec::with_capacity(12 + rdata.len());
+    rr.extend_from_slice(&[0xC0, 0x0C]);
+    rr.extend_from_slice(&rtype.to_be_bytes());
+    rr.extend_from_slice(&1u16.to_be_bytes());
+    rr.extend_from_slice(&ttl.to_be_bytes());
+    rr.extend_from_slice(&(rdata.len() as u16).to_be_bytes());
+    rr.extend_from_slice(&rdata);
+    rr.into()
+}
+
+/// A zone's SOA RR after the owner name: type, class, TTL, and RDATA (as the full path's).
+fn soa_tail(mname: &str, rname: &str, serial: u32, minimum: u32) -> Vec<u8> {
+    let mut rdata = wire_name(mname);
+    rdata.extend(wire_name(rname));
+    for v in [serial, 3600, 600, 86400, minimum] {
+        rdata.extend_from_slice(&v.to_be_bytes());
+    }
+    let mut tail = Vec::with_capacity(10 + rdata.len());
+    tail.extend_from_slice(&6u16.to_be_bytes());
+    tail.extend_from_slice(&1u16.to_be_bytes());
+    tail.extend_from_slice(&minimum.to_be_bytes());
+    tail.extend_from_slice(&(rdata.len() as u16).to_be_bytes());
+    tail.extend_from_slice(&rdata);
+    tail
 }

@@ -44,11 +44,23 @@ pub struct Running {
     pub admin_addr: Option<SocketAddr>,
     server: Server<DnsHandler>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    udp_threads: Vec<std::thread::JoinHandle<()>>,
+    udp_stop: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Running {
     /// Stops accepting, lets in-flight queries finish, and returns.
     pub async fn shutdown(mut self) {
+        // UDP threads notice within their 200 ms receive timeout.
+        self.udp_stop
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        let threads = std::mem::take(&mut self.udp_threads);
+        let _ = tokio::task::spawn_blocking(move || {
+            for t in threads {
+                let _ = t.join();
+            }
+        })
+        .await;
         if let Err(e) = self.server.shutdown_gracefully().await {
             tracing::warn!(error = %e, "DNS server did not stop cleanly");
         }
@@ -91,7 +103,8 @@ pub async fn start(
         }
     }
 
-    let mut udp_tasks = Vec::new();
+    let mut udp_threads = Vec::new();
+    let udp_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut server = Server::new(DnsHandler {
         shared: shared.clone(),
     });
@@ -105,12 +118,17 @@ pub async fn start(
                 bound = socket.local_addr().map_err(|e| e.to_string())?;
             }
             // UDP is ours (fast path first, the handler for the rest); TCP is hickory's.
-            udp_tasks.push(tokio::spawn(crate::udp::serve(
-                Arc::new(socket),
-                DnsHandler {
-                    shared: shared.clone(),
-                },
-            )));
+            let handler = DnsHandler {
+                shared: shared.clone(),
+            };
+            let (runtime, stop) = (tokio::runtime::Handle::current(), udp_stop.clone());
+            let socket = Arc::new(socket);
+            udp_threads.push(
+                std::thread::Builder::new()
+                    .name(format!("udp-{bound}-{i}"))
+                    .spawn(move || crate::udp::serve(socket, handler, runtime, stop))
+                    .map_err(|e| format!("cannot start a UDP thread: {e}"))?,
+            );
         }
         let tcp = tokio::net::TcpListener::bind(bound)
             .await
@@ -119,7 +137,7 @@ pub async fn start(
         dns_addrs.push(bound);
     }
 
-    let mut tasks = udp_tasks;
+    let mut tasks = Vec::new();
     // The table task: every new table becomes the serving snapshot.
     {
         let shared = shared.clone();
@@ -170,19 +188,20 @@ pub async fn start(
         admin_addr,
         server,
         tasks,
+        udp_threads,
+        udp_stop,
     })
 }
 
-fn udp_socket(addr: SocketAddr) -> std::io::Result<tokio::net::UdpSocket> {
+fn udp_socket(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
     use socket2::{Domain, Protocol, Socket, Type};
     let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
     socket.set_reuse_port(true)?;
     if addr.is_ipv6() {
         socket.set_only_v6(true)?;
     }
-    socket.set_nonblocking(true)?;
     socket.bind(&addr.into())?;
-    tokio::net::UdpSocket::from_std(socket.into())
+    Ok(socket.into())
 }
 
 /// The last table, as JSON (P2). A missing file is `None`.

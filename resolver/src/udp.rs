@@ -1,6 +1,6 @@
-//! Serving one UDP socket: the fast path answers the common query inline; everything else
-//! goes to the same [`DnsHandler`] as TCP, in its own task, so a slow answer (forwarding)
-//! never holds the socket.
+//! Serving one UDP socket on its own thread: the fast path answers the common query inline;
+//! everything else goes to the same [`DnsHandler`] as TCP, as a task on the runtime, so a slow
+//! answer (forwarding) never holds the socket.
 //!
 //! ```text
 //!   recv ─▶ fastpath::answer (table snapshot, pre-encoded RRs) ─▶ send
@@ -8,9 +8,9 @@
 //!                                  └ unparseable: FORMERR (12 bytes or more) or dropped
 //! ```
 
-use std::cell::RefCell;
-use std::net::SocketAddr;
+use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use hickory_server::net::runtime::TokioTime;
@@ -20,40 +20,46 @@ use hickory_server::proto::rr::{Record, RecordType};
 use hickory_server::proto::serialize::binary::BinEncoder;
 use hickory_server::server::{Request, RequestHandler, ResponseHandler, ResponseInfo};
 use hickory_server::zone_handler::MessageResponse;
-use tokio::net::UdpSocket;
+use tokio::runtime::Handle;
 
 use crate::fastpath::{self, Fast};
 use crate::handler::DnsHandler;
 
-thread_local! {
-    static RNG: RefCell<fastrand::Rng> = RefCell::new(fastrand::Rng::new());
-}
-
-/// Serves `socket` until it fails for good.
-pub async fn serve(socket: Arc<UdpSocket>, handler: DnsHandler) {
+/// Serves `socket` on the calling (dedicated) thread until `stop` is set: a blocking receive
+/// loop wakes for each datagram with no scheduler in between, which is what a one-query-at-a-
+/// time client waits on. Fallbacks run as tasks on `runtime`.
+pub fn serve(socket: Arc<UdpSocket>, handler: DnsHandler, runtime: Handle, stop: Arc<AtomicBool>) {
+    // Wake up now and then to notice `stop`.
+    let _ = socket.set_read_timeout(Some(Duration::from_millis(200)));
     let mut buf = vec![0u8; 4096];
     let mut out = Vec::with_capacity(1232);
-    loop {
-        let (n, src) = match socket.recv_from(&mut buf).await {
+    let mut rng = fastrand::Rng::new();
+    while !stop.load(Ordering::Relaxed) {
+        let (n, src) = match socket.recv_from(&mut buf) {
             Ok(x) => x,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                continue;
+            }
             Err(e) => {
                 // ICMP errors from earlier sends surface here on Linux; they are not fatal.
                 tracing::debug!(error = %e, "UDP receive failed");
-                tokio::time::sleep(Duration::from_millis(1)).await;
                 continue;
             }
         };
         let start = Instant::now();
         let request = &buf[..n];
         let fast = match handler.shared.table.load().as_deref() {
-            Some(table) => {
-                RNG.with(|rng| fastpath::answer(table, request, &mut out, &mut rng.borrow_mut()))
-            }
+            Some(table) => fastpath::answer(table, request, &mut out, &mut rng),
             None => Fast::Fallback,
         };
         match fast {
             Fast::Reply { zone, qtype, rcode } => {
-                if let Err(e) = socket.send_to(&out, src).await {
+                if let Err(e) = socket.send_to(&out, src) {
                     tracing::debug!(error = %e, %src, "UDP send failed");
                 }
                 handler.shared.metrics.record_query(
@@ -67,7 +73,7 @@ pub async fn serve(socket: Arc<UdpSocket>, handler: DnsHandler) {
                 let raw = request.to_vec();
                 let socket = socket.clone();
                 let handler = handler.clone();
-                tokio::spawn(async move { slow_path(raw, src, socket, handler).await });
+                runtime.spawn(async move { slow_path(raw, src, socket, handler).await });
             }
         }
     }
@@ -94,7 +100,7 @@ async fn slow_path(raw: Vec<u8>, src: SocketAddr, socket: Arc<UdpSocket>, handle
             reply[..2].copy_from_slice(&header[..2]);
             reply[2] = 0x80 | (header[2] & 0x78);
             reply[3] = ResponseCode::FormErr.low();
-            let _ = socket.send_to(&reply, src).await;
+            let _ = socket.send_to(&reply, src);
         }
     }
 }
@@ -144,9 +150,9 @@ impl ResponseHandler for UdpResponder {
                 ResponseInfo::from(header)
             }
         };
+        // A UDP send does not wait for the peer; on a blocking socket it returns at once.
         self.socket
             .send_to(&bytes, self.dst)
-            .await
             .map_err(|e| hickory_server::net::NetError::from(e.to_string()))?;
         Ok(info)
     }

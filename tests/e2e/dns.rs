@@ -425,10 +425,9 @@ fn forwarding_and_refused() {
     assert!(m.metadata.authoritative);
     drop(r);
 
-    let dead = {
-        let s = UdpSocket::bind("127.0.0.1:0").expect("bind");
-        s.local_addr().expect("addr")
-    };
+    // An upstream that never answers (held open so no other process can take its port).
+    let silent = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let dead = silent.local_addr().expect("addr");
     let r = Resolver::start(
         &dir,
         &["--upstream", &dead.to_string(), "--upstream-timeout", "1"],

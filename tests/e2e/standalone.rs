@@ -240,6 +240,10 @@ spec:
         ),
         "{metrics}"
     );
+    assert!(
+        metrics.contains("healthroute_checker_check_probes_total{checker=\"standalone\",check=\"t/main\",result=\"unhealthy\"}"),
+        "per-check results: {metrics}"
+    );
 
     backend.restart();
     eventually(Duration::from_secs(10), || {

@@ -90,12 +90,38 @@ pub struct CheckerMetrics {
     pub probes_rejected: AtomicU64,
     pub flips: AtomicU64,
     pub latency_ms_sum: AtomicU64,
+    /// Per check: (healthy, unhealthy, rejected) probes and view flips. One entry per check;
+    /// touched once per probe, never on the DNS path.
+    pub by_check: Mutex<std::collections::BTreeMap<ObjectKey, [u64; 4]>>,
 }
 
 impl CheckerMetrics {
     pub fn render(&self, checker: &str) -> String {
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let total = get(&self.probes_healthy) + get(&self.probes_unhealthy);
+        let mut per_check = String::from(
+            "# HELP healthroute_checker_check_probes_total Probes of one check from one checker, by result.\n# TYPE healthroute_checker_check_probes_total counter\n",
+        );
+        per_check.push_str("# HELP healthroute_checker_check_flips_total Times one checker's view of one check flipped.\n# TYPE healthroute_checker_check_flips_total counter\n");
+        for (key, counts) in self
+            .by_check
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            for (slot, result) in ["healthy", "unhealthy", "rejected"].iter().enumerate() {
+                if counts[slot] > 0 {
+                    per_check.push_str(&format!(
+                        "healthroute_checker_check_probes_total{{checker=\"{checker}\",check=\"{key}\",result=\"{result}\"}} {}\n",
+                        counts[slot]
+                    ));
+                }
+            }
+            per_check.push_str(&format!(
+                "healthroute_checker_check_flips_total{{checker=\"{checker}\",check=\"{key}\"}} {}\n",
+                counts[3]
+            ));
+        }
         format!(
             "# HELP healthroute_checker_probes_total Probes run, by result.\n# TYPE healthroute_checker_probes_total counter\n\
              healthroute_checker_probes_total{{checker=\"{checker}\",result=\"healthy\"}} {}\n\
@@ -111,7 +137,7 @@ impl CheckerMetrics {
             get(&self.probes_rejected),
             get(&self.flips),
             get(&self.latency_ms_sum) as f64 / 1000.0,
-        )
+        ) + &per_check
     }
 }
 
@@ -259,6 +285,16 @@ struct CheckTask {
 }
 
 impl CheckTask {
+    /// Counts one event for this check: 0 healthy, 1 unhealthy, 2 rejected, 3 flip.
+    fn bump(&self, slot: usize) {
+        let mut by_check = self
+            .metrics
+            .by_check
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        by_check.entry(self.key.clone()).or_default()[slot] += 1;
+    }
+
     async fn run(self) {
         let Some(probe_spec) = ProbeSpec::from_check(&self.spec) else {
             return;
@@ -305,11 +341,19 @@ impl CheckTask {
                 &self.metrics.probes_unhealthy
             };
             counter.fetch_add(1, Ordering::Relaxed);
+            self.bump(if obs.rejected {
+                2
+            } else if obs.healthy {
+                0
+            } else {
+                1
+            });
             let healthy = if obs.rejected {
                 false
             } else {
                 if state.observe(obs.healthy) {
                     self.metrics.flips.fetch_add(1, Ordering::Relaxed);
+                    self.bump(3);
                 }
                 state.healthy()
             };

@@ -490,3 +490,39 @@ fn dig_sees_the_same() {
         "{text}"
     );
 }
+
+// SEM-D4: the same answers over IPv6, UDP and TCP.
+#[test]
+fn ipv6_udp_and_tcp() {
+    let Ok(probe) = UdpSocket::bind("[::1]:0") else {
+        eprintln!("skipped: no IPv6 loopback here");
+        return;
+    };
+    let port = probe.local_addr().expect("addr").port();
+    drop(probe);
+    let v6: SocketAddr = format!("[::1]:{port}").parse().expect("addr");
+    let dir = zone_dir("dns-v6");
+    let _r = Resolver::start(&dir, &["--listen", &v6.to_string()]);
+    for tcp in [false, true] {
+        let m = message("api.example.com.", RecordType::A, None);
+        let raw = if tcp {
+            exchange_raw(
+                v6,
+                &m.to_vec().expect("encode"),
+                true,
+                Duration::from_secs(3),
+            )
+        } else {
+            let s = UdpSocket::bind("[::1]:0").expect("bind");
+            s.set_read_timeout(Some(Duration::from_secs(3)))
+                .expect("timeout");
+            s.send_to(&m.to_vec().expect("encode"), v6).expect("send");
+            let mut buf = vec![0u8; 4096];
+            s.recv_from(&mut buf).ok().map(|(n, _)| buf[..n].to_vec())
+        }
+        .expect("an answer over IPv6");
+        let reply = Message::from_vec(&raw).expect("decodes");
+        assert_eq!(reply.answers.len(), 1, "tcp={tcp}");
+        assert!(reply.metadata.authoritative);
+    }
+}

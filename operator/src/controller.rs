@@ -29,7 +29,7 @@ use crate::api::{HealthCheck, RecordGroup, ZonalShift};
 use crate::compiler::{
     CheckInput, CheckerView, CompileReport, Compiler, ObjectKey, ServedZones, ShiftInput,
 };
-use crate::manifests::{endpoints_from_slices, group_input};
+use crate::manifests::{cluster_ips, endpoints_from_slices, group_input};
 use crate::publish::Publisher;
 use crate::status::{self, FIELD_MANAGER};
 
@@ -258,13 +258,7 @@ impl Index {
 
     fn upsert_service(&mut self, s: Service) {
         let key = key_of(&s);
-        let spec = s.spec.unwrap_or_default();
-        let ips = spec
-            .cluster_ips
-            .unwrap_or_else(|| spec.cluster_ip.into_iter().collect())
-            .iter()
-            .filter_map(|ip| ip.parse().ok())
-            .collect();
+        let ips = cluster_ips(&s);
         if self.cluster_ips.insert(key.clone(), ips).is_none() && !self.compiler_knows_service(&key)
         {
             return;

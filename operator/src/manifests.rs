@@ -213,6 +213,18 @@ pub fn endpoints_from_slices<'a>(
     out
 }
 
+/// A Service's cluster IPs (`clusterIPs`, else `clusterIP`), skipping "None" and bad ones.
+pub fn cluster_ips(service: &Service) -> Vec<std::net::IpAddr> {
+    let Some(spec) = &service.spec else {
+        return Vec::new();
+    };
+    let ips: Vec<&String> = match &spec.cluster_ips {
+        Some(ips) => ips.iter().collect(),
+        None => spec.cluster_ip.iter().collect(),
+    };
+    ips.into_iter().filter_map(|ip| ip.parse().ok()).collect()
+}
+
 fn collect_files(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
     for entry in std::fs::read_dir(dir)? {
         let path = entry?.path();
@@ -333,14 +345,7 @@ impl Loader {
                         svc.namespace().unwrap_or_else(|| "default".into()),
                         svc.name_any(),
                     );
-                    let spec = svc.spec.unwrap_or_default();
-                    let ips = spec
-                        .cluster_ips
-                        .unwrap_or_else(|| spec.cluster_ip.into_iter().collect())
-                        .iter()
-                        .filter_map(|ip| ip.parse().ok())
-                        .collect();
-                    self.cluster_ips.insert(key, ips);
+                    self.cluster_ips.insert(key, cluster_ips(&svc));
                 }
             }
             ("", _) | (_, "") => self.errors.push(doc.error(

@@ -23,55 +23,12 @@ const BUCKETS_US: [u64; 11] = [
     10, 25, 50, 100, 250, 500, 1_000, 2_500, 10_000, 100_000, 1_000_000,
 ];
 
-/// Query counters are sharded by thread, so that the receive threads on different cores do
-/// not fight over one cache line per query; rendering sums the shards.
-const SHARDS: usize = 8;
-
-#[repr(align(64))]
-struct Shard {
-    queries: Vec<AtomicU64>,
-    latency: [AtomicU64; BUCKETS_US.len() + 1],
-    latency_sum_us: AtomicU64,
-}
-
-/// A counter split across [`SHARDS`] cache lines, one per thread group: `add` touches only
-/// this thread's line; `get` sums them.
-#[derive(Debug, Default)]
-pub struct ShardedCounter([Padded; SHARDS]);
-
-#[derive(Debug, Default)]
-#[repr(align(64))]
-struct Padded(AtomicU64);
-
-impl ShardedCounter {
-    pub fn new(initial: u64) -> Self {
-        let c = ShardedCounter::default();
-        c.0[0].0.store(initial, Ordering::Relaxed);
-        c
-    }
-    pub fn add(&self, n: u64) {
-        self.0[shard_index()].0.fetch_add(n, Ordering::Relaxed);
-    }
-    pub fn get(&self) -> u64 {
-        self.0.iter().map(|p| p.0.load(Ordering::Relaxed)).sum()
-    }
-}
-
-/// This thread's shard.
-fn shard_index() -> usize {
-    use std::sync::atomic::AtomicUsize;
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    thread_local! {
-        static INDEX: usize = NEXT.fetch_add(1, Ordering::Relaxed) % SHARDS;
-    }
-    INDEX.with(|i| *i)
-}
-
 pub struct Metrics {
     /// Zone names; index `zones.len()` is "none" (outside every zone).
     zones: Vec<String>,
-    /// Cache-line aligned, one per thread group.
-    shards: Vec<Shard>,
+    queries: Vec<AtomicU64>,
+    latency: [AtomicU64; BUCKETS_US.len() + 1],
+    latency_sum_us: AtomicU64,
     pub forwarded: AtomicU64,
     pub upstream_failures: AtomicU64,
     pub tables_loaded: AtomicU64,
@@ -84,13 +41,9 @@ impl Metrics {
         let slots = (zones.len() + 1) * TYPES.len() * RCODES.len();
         Metrics {
             zones,
-            shards: (0..SHARDS)
-                .map(|_| Shard {
-                    queries: (0..slots).map(|_| AtomicU64::new(0)).collect(),
-                    latency: Default::default(),
-                    latency_sum_us: AtomicU64::new(0),
-                })
-                .collect(),
+            queries: (0..slots).map(|_| AtomicU64::new(0)).collect(),
+            latency: Default::default(),
+            latency_sum_us: AtomicU64::new(0),
             forwarded: AtomicU64::new(0),
             upstream_failures: AtomicU64::new(0),
             tables_loaded: AtomicU64::new(0),
@@ -127,15 +80,14 @@ impl Metrics {
             _ => 6,
         };
         let slot = (z * TYPES.len() + t) * RCODES.len() + r;
-        let shard = &self.shards[shard_index()];
-        shard.queries[slot].fetch_add(1, Ordering::Relaxed);
+        self.queries[slot].fetch_add(1, Ordering::Relaxed);
         let us = elapsed.as_micros() as u64;
         let bucket = BUCKETS_US
             .iter()
             .position(|b| us <= *b)
             .unwrap_or(BUCKETS_US.len());
-        shard.latency[bucket].fetch_add(1, Ordering::Relaxed);
-        shard.latency_sum_us.fetch_add(us, Ordering::Relaxed);
+        self.latency[bucket].fetch_add(1, Ordering::Relaxed);
+        self.latency_sum_us.fetch_add(us, Ordering::Relaxed);
     }
 
     pub fn table_loaded(&self) {
@@ -149,9 +101,8 @@ impl Metrics {
         let mut out = String::with_capacity(4096);
         out.push_str("# HELP healthroute_dns_queries_total DNS queries answered, by zone, type and response code.\n");
         out.push_str("# TYPE healthroute_dns_queries_total counter\n");
-        let sum = |f: &dyn Fn(&Shard) -> u64| self.shards.iter().map(f).sum::<u64>();
-        for slot in 0..self.shards[0].queries.len() {
-            let n = sum(&|s| s.queries[slot].load(Ordering::Relaxed));
+        for (slot, n) in self.queries.iter().enumerate() {
+            let n = n.load(Ordering::Relaxed);
             if n == 0 {
                 continue;
             }
@@ -169,14 +120,14 @@ impl Metrics {
         out.push_str("# TYPE healthroute_dns_request_duration_seconds histogram\n");
         let mut cumulative = 0;
         for (i, b) in BUCKETS_US.iter().enumerate() {
-            cumulative += sum(&|s| s.latency[i].load(Ordering::Relaxed));
+            cumulative += self.latency[i].load(Ordering::Relaxed);
             let _ = writeln!(
                 out,
                 "healthroute_dns_request_duration_seconds_bucket{{le=\"{}\"}} {cumulative}",
                 *b as f64 / 1e6
             );
         }
-        cumulative += sum(&|s| s.latency[BUCKETS_US.len()].load(Ordering::Relaxed));
+        cumulative += self.latency[BUCKETS_US.len()].load(Ordering::Relaxed);
         let _ = writeln!(
             out,
             "healthroute_dns_request_duration_seconds_bucket{{le=\"+Inf\"}} {cumulative}"
@@ -184,7 +135,7 @@ impl Metrics {
         let _ = writeln!(
             out,
             "healthroute_dns_request_duration_seconds_sum {}",
-            sum(&|s| s.latency_sum_us.load(Ordering::Relaxed)) as f64 / 1e6
+            self.latency_sum_us.load(Ordering::Relaxed) as f64 / 1e6
         );
         let _ = writeln!(
             out,
@@ -234,7 +185,7 @@ impl Metrics {
                         "healthroute_answers_total{{record_group=\"{}\",set_identifier=\"{}\"}} {}",
                         g.compiled.key,
                         escape(id),
-                        n.get()
+                        n.load(Ordering::Relaxed)
                     );
                 }
             }
@@ -244,7 +195,7 @@ impl Metrics {
                     out,
                     "healthroute_last_resort_answers_total{{record_group=\"{}\"}} {}",
                     g.compiled.key,
-                    g.counters.last_resort.get()
+                    g.counters.last_resort.load(Ordering::Relaxed)
                 );
             }
             out.push_str("# HELP healthroute_last_resort Whether a group is answering by last resort now.\n# TYPE healthroute_last_resort gauge\n");

@@ -14,8 +14,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-
-use crate::metrics::ShardedCounter;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use healthroute_table::{
     CompiledGroup, RecordType as TableType, ResolvedValues, RoutingTable, Sample, Selection,
@@ -47,8 +46,8 @@ struct ServedZone {
 /// What a group answered, for metrics: per set identifier, and last-resort answers.
 #[derive(Debug, Default)]
 pub struct GroupCounters {
-    pub by_set_identifier: Vec<(Arc<str>, ShardedCounter)>,
-    pub last_resort: ShardedCounter,
+    pub by_set_identifier: Vec<(Arc<str>, AtomicU64)>,
+    pub last_resort: AtomicU64,
 }
 
 /// One group, ready to answer.
@@ -226,14 +225,14 @@ impl ServingTable {
                         let before = old_counters
                             .get(&*group.key)
                             .and_then(|c| c.by_set_identifier.iter().find(|(k, _)| *k == id))
-                            .map_or(0, |(_, n)| n.get());
-                        (id, ShardedCounter::new(before))
+                            .map_or(0, |(_, n)| n.load(Ordering::Relaxed));
+                        (id, AtomicU64::new(before))
                     })
                     .collect(),
-                last_resort: ShardedCounter::new(
+                last_resort: AtomicU64::new(
                     old_counters
                         .get(&*group.key)
-                        .map_or(0, |c| c.last_resort.get()),
+                        .map_or(0, |c| c.last_resort.load(Ordering::Relaxed)),
                 ),
             };
             let index = groups.len();
@@ -363,10 +362,10 @@ impl ServingTable {
             .iter()
             .find(|(k, _)| Arc::ptr_eq(k, set_identifier) || k == set_identifier)
         {
-            n.add(1);
+            n.fetch_add(1, Ordering::Relaxed);
         }
         if last_resort {
-            group.counters.last_resort.add(1);
+            group.counters.last_resort.fetch_add(1, Ordering::Relaxed);
         }
     }
 

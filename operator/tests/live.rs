@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use healthroute_operator::api::{HealthCheck, RecordGroup, ZonalShift};
 use healthroute_operator::compiler::ServedZones;
-use healthroute_operator::controller::{self, Config, OperatorMetrics};
+use healthroute_operator::controller::{self, Config};
 use healthroute_table::published::{Assembler, DATA_KEY, MANIFEST, TABLE_LABEL};
 use healthroute_table::{RoutingTable, Value};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
@@ -88,7 +88,8 @@ async fn live_cluster_round_trip() {
         .await
         .expect("namespace");
 
-    let (leader_tx, leader) = tokio::sync::watch::channel(true);
+    // Held until the end: this process is the leader throughout.
+    let (_leader_tx, leader) = tokio::sync::watch::channel(true);
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
     let config = Config {
         namespace: ns.clone(),
@@ -105,7 +106,6 @@ async fn live_cluster_round_trip() {
         Default::default(),
         stop,
     ));
-    let _ = (&leader_tx, OperatorMetrics::default());
 
     let rgs: Api<RecordGroup> = Api::namespaced(client.clone(), &ns);
     rgs.patch("web", &apply(), &Patch::Apply(json!({

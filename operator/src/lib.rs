@@ -13,6 +13,7 @@ pub mod compiler;
 pub mod controller;
 pub mod crd;
 pub mod manifests;
+pub mod process;
 pub mod publish;
 pub mod rbac;
 pub mod status;

@@ -11,6 +11,7 @@ use clap::Parser;
 use healthroute_operator::admin::{self, AdminState};
 use healthroute_operator::compiler::{DEFAULT_TTL, ServedZones};
 use healthroute_operator::controller::{self, Config, OperatorMetrics};
+use healthroute_operator::process;
 use kube_lease_manager::LeaseManagerBuilder;
 use tokio::sync::watch;
 
@@ -71,23 +72,11 @@ impl AdminState for State {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    if args.log_json {
-        builder.json().init();
-    } else {
-        builder.init();
-    }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    process::init_logging("info", args.log_json);
+    let runtime = match process::runtime() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the runtime: {e}");
+            eprintln!("error: {e}");
             return ExitCode::FAILURE;
         }
     };
@@ -132,26 +121,11 @@ async fn run(args: Args) -> Result<(), String> {
     };
     let (stop_tx, stop_rx) = watch::channel(false);
     let control = tokio::spawn(controller::run(client, config, leader, metrics, stop_rx));
-    shutdown_signal().await;
+    process::shutdown_signal().await;
     tracing::info!("shutting down");
     let _ = stop_tx.send(true);
     let _ = control.await;
     // Dropping the last receiver makes the lease task release the lease for a fast handover.
     let _ = tokio::time::timeout(Duration::from_secs(5), lease_task).await;
     Ok(())
-}
-
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-        }
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
 }

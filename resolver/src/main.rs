@@ -9,6 +9,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use tokio::sync::{mpsc, watch};
 
 use healthroute_operator::checker::{Checker, Cidr, TargetPolicy};
+use healthroute_operator::process;
 use healthroute_resolver::config::{FileConfig, zones_and_ttl};
 use healthroute_resolver::server::{self, ServeConfig};
 use healthroute_resolver::serving::ZoneConfig;
@@ -118,14 +119,14 @@ fn main() -> ExitCode {
             }
         },
         None => {
-            init_logging(cli.serve.log_format);
-            let runtime = match tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-            {
+            process::init_logging(
+                "info,hickory_server=warn",
+                matches!(cli.serve.log_format, LogFormat::Json),
+            );
+            let runtime = match process::runtime() {
                 Ok(rt) => rt,
                 Err(e) => {
-                    eprintln!("error: cannot start the runtime: {e}");
+                    eprintln!("error: {e}");
                     return ExitCode::FAILURE;
                 }
             };
@@ -138,18 +139,6 @@ fn main() -> ExitCode {
                 }
             }
         }
-    }
-}
-
-fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,hickory_server=warn"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
     }
 }
 
@@ -238,7 +227,7 @@ async fn serve_standalone(args: ServeArgs, dir: PathBuf) -> Result<(), String> {
     let running = start(config, table_rx).await?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let compile_loop = tokio::spawn(standalone.run(events_rx, stop_rx));
-    shutdown_signal().await;
+    process::shutdown_signal().await;
     tracing::info!("shutting down: finishing in-flight queries");
     let _ = stop_tx.send(true);
     let _ = compile_loop.await;
@@ -278,7 +267,7 @@ async fn serve_cluster(args: ServeArgs) -> Result<(), String> {
         )));
     }
     let running = start(config, table_rx).await?;
-    shutdown_signal().await;
+    process::shutdown_signal().await;
     tracing::info!("shutting down: finishing in-flight queries");
     for t in tasks {
         t.abort();
@@ -302,20 +291,4 @@ async fn start(
         tracing::info!(%addr, "admin endpoint: /metrics /livez /readyz");
     }
     Ok(running)
-}
-
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = match signal(SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot watch SIGTERM; stopping on Ctrl-C only");
-            let _ = tokio::signal::ctrl_c().await;
-            return;
-        }
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
-    }
 }

@@ -702,10 +702,10 @@ pub async fn run(
     let mut writer = Writer::new(client, &config.namespace, config.shards, &config.identity);
     let mut due: Option<tokio::time::Instant> = None;
     loop {
-        let deadline = index.compiler.next_deadline(Timestamp::now()).map(|t| {
-            let ms = (t.as_millisecond() - Timestamp::now().as_millisecond()).max(0) as u64;
-            tokio::time::Instant::now() + Duration::from_millis(ms)
-        });
+        let deadline = index
+            .compiler
+            .time_to_deadline(Timestamp::now())
+            .map(|d| tokio::time::Instant::now() + d);
         let wake = match (due, deadline) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

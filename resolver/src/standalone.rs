@@ -121,14 +121,6 @@ impl Standalone {
         }
     }
 
-    pub fn next_deadline(&self) -> Option<Duration> {
-        let now = Timestamp::now();
-        self.compiler.next_deadline(now).map(|t| {
-            let ms = (t.as_millisecond() - now.as_millisecond()).max(0) as u64;
-            Duration::from_millis(ms)
-        })
-    }
-
     /// Runs until `shutdown` fires: polls the directory, applies checker events, recompiles.
     pub async fn run(
         mut self,
@@ -138,7 +130,10 @@ impl Standalone {
         let mut poll = tokio::time::interval(POLL_INTERVAL);
         poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            let deadline = self.next_deadline().unwrap_or(Duration::from_secs(3600));
+            let deadline = self
+                .compiler
+                .time_to_deadline(Timestamp::now())
+                .unwrap_or(Duration::from_secs(3600));
             tokio::select! {
                 _ = poll.tick() => {
                     match self.reload() {

@@ -402,6 +402,14 @@ impl Compiler {
         expiries.chain(stale).filter(|t| *t > now).min()
     }
 
+    /// How long from `now` until [`Compiler::next_deadline`], for a caller's timer.
+    pub fn time_to_deadline(&self, now: Timestamp) -> Option<std::time::Duration> {
+        self.next_deadline(now).map(|t| {
+            let ms = (t.as_millisecond() - now.as_millisecond()).max(0) as u64;
+            std::time::Duration::from_millis(ms)
+        })
+    }
+
     fn ensure(
         &mut self,
         key: &ObjectKey,

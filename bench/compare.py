@@ -61,11 +61,13 @@ class QuietServer(http.server.ThreadingHTTPServer):
 
 
 class Backend:
-    def __init__(self, addr):
-        self.addr, self.server = addr, None
+    """A health endpoint answering 200 that can be stopped (port closed) and started again."""
+
+    def __init__(self, addr, port=HEALTH_PORT):
+        self.addr, self.port, self.server = addr, port, None
 
     def start(self):
-        self.server = QuietServer((self.addr, HEALTH_PORT), Ok)
+        self.server = QuietServer((self.addr, self.port), Ok)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def stop(self):

@@ -6,72 +6,25 @@ HTTP health endpoint going down (or coming back) to the DNS answer changing, sam
     python3 bench/failover_reaction.py [FLIPS]      (default 10)
 
 Prints median and max over FLIPS flips each way. Loopback only; every loop is bounded."""
-import http.server
 import os
 import random
-import socket
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
-import threading
 import time
+
+from compare import Backend, free_port, query
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 BIN = os.path.join(ROOT, "target", "release", "healthroute-resolver")
 PRIMARY, SECONDARY = "192.0.2.1", "198.51.100.1"
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Ok(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(200)
-        self.send_header("content-length", "2")
-        self.end_headers()
-        self.wfile.write(b"ok")
-
-    def log_message(self, *a):
-        pass
-
-
-class Backend:
-    def __init__(self, port):
-        self.port, self.server = port, None
-
-    def start(self):
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Ok)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def query(port, name="www.example.com"):
-    qid = random.randrange(65536)
-    q = struct.pack(">HHHHHH", qid, 0x0100, 1, 0, 0, 0)
-    q += b"".join(bytes([len(p)]) + p.encode() for p in name.split(".")) + b"\0" + struct.pack(">HH", 1, 1)
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.settimeout(1)
-        s.sendto(q, ("127.0.0.1", port))
-        try:
-            data, _ = s.recvfrom(4096)
-        except socket.timeout:
-            return None
-    ancount = struct.unpack(">H", data[6:8])[0]
-    return socket.inet_ntoa(data[-4:]) if ancount else None
-
-
 def wait_for(port, want, limit=15.0):
     start = time.monotonic()
     while time.monotonic() - start < limit:
-        if query(port) == want:
+        if query(port, "www.example.com") == [want]:
             return time.monotonic() - start
         time.sleep(0.05)
     return None
@@ -81,7 +34,7 @@ def main():
     flips = int(sys.argv[1]) if len(sys.argv) > 1 else 10
     if not os.path.exists(BIN):
         subprocess.run(["cargo", "build", "--release", "-q", "-p", "healthroute-resolver"], cwd=ROOT, check=True)
-    backend = Backend(free_port())
+    backend = Backend("127.0.0.1", free_port())
     backend.start()
     dns = free_port()
     with tempfile.TemporaryDirectory() as d:

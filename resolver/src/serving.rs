@@ -110,10 +110,11 @@ impl AnswerRecords<'_> {
 pub struct ServingTable {
     pub generation: u64,
     zones: Vec<ServedZone>,
-    names: HashMap<LowerName, NameEntry>,
+    /// Every served name (lower-case wire form) with its types, plus empty non-terminals;
+    /// read by both paths.
+    names: HashMap<Box<[u8]>, NameEntry>,
     groups: Vec<ServingGroup>,
-    /// The fast path's view: lower-case wire-format names, and groups by key.
-    wire_names: HashMap<Box<[u8]>, NameEntry>,
+    /// Groups by key, for alias targets on the fast path.
     by_key: HashMap<Arc<str>, usize>,
 }
 
@@ -192,8 +193,7 @@ impl ServingTable {
         served.sort_by_key(|z| std::cmp::Reverse(z.apex.num_labels()));
 
         let mut groups = Vec::with_capacity(table.groups.len());
-        let mut names: HashMap<LowerName, NameEntry> = HashMap::new();
-        let mut wire_names: HashMap<Box<[u8]>, NameEntry> = HashMap::new();
+        let mut names: HashMap<Box<[u8]>, NameEntry> = HashMap::new();
         let mut by_key: HashMap<Arc<str>, usize> = HashMap::new();
         let old_counters: HashMap<&str, &GroupCounters> = previous
             .map(|p| {
@@ -238,39 +238,18 @@ impl ServingTable {
             let index = groups.len();
             let lower = LowerName::from(&name);
             names
-                .entry(lower.clone())
+                .entry(lower_wire(&lower))
                 .or_default()
                 .types
                 .push((record_type(group.record_type), index));
             // Empty non-terminals between the name and its zone exist (NODATA, not NXDOMAIN).
             let mut parent = lower.base_name();
             while served.iter().any(|z| z.apex.zone_of(&parent)) && !parent.is_root() {
-                names.entry(parent.clone()).or_default();
+                names.entry(lower_wire(&parent)).or_default();
                 if served.iter().any(|z| z.apex == parent) {
                     break;
                 }
                 parent = parent.base_name();
-            }
-            let wire_name_key: Box<[u8]> = wire_name(&group.name).into();
-            wire_names
-                .entry(wire_name_key)
-                .or_default()
-                .types
-                .push((record_type(group.record_type), index));
-            let mut parent: &str = &group.name;
-            while let Some((_, rest)) = parent.split_once('.') {
-                if rest.is_empty()
-                    || !served
-                        .iter()
-                        .any(|z| rest.ends_with(&z.apex.to_string()) || rest == z.apex.to_string())
-                {
-                    break;
-                }
-                wire_names.entry(wire_name(rest).into()).or_default();
-                if served.iter().any(|z| z.apex.to_string() == rest) {
-                    break;
-                }
-                parent = rest;
             }
             by_key.insert(group.key.clone(), index);
             groups.push(ServingGroup {
@@ -285,7 +264,6 @@ impl ServingTable {
             zones: served,
             names,
             groups,
-            wire_names,
             by_key,
         })
     }
@@ -319,7 +297,7 @@ impl ServingTable {
             return Outcome::NotServed;
         };
         let at_apex = zone.apex == *name;
-        let entry = self.names.get(name);
+        let entry = self.names.get(&lower_wire(name));
         if at_apex {
             match qtype {
                 RecordType::SOA => {
@@ -384,7 +362,7 @@ impl ServingTable {
             .find(|(_, z)| in_zone(qname, &z.apex_wire))?;
         let apex_len = zone.apex_wire.len();
         let soa = &zone.soa_tail;
-        let Some(entry) = self.wire_names.get(qname) else {
+        let Some(entry) = self.names.get(qname) else {
             return Some(if qname.len() == apex_len {
                 FastOutcome::NoData {
                     zone: zone_index,
@@ -523,6 +501,11 @@ fn wire_name(name: &str) -> Vec<u8> {
     }
     out.push(0);
     out
+}
+
+/// The lower-case wire form of a name, the key of `ServingTable::names`.
+fn lower_wire(name: &LowerName) -> Box<[u8]> {
+    wire_name(&name.to_string()).into()
 }
 
 /// Whether wire name `qname` is `apex` or below it (on a label boundary).

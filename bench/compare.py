@@ -2,13 +2,19 @@
 """healthroute side by side with gdnsd, PowerDNS (LUA records) and Knot DNS, on this machine
 in one run. Prints markdown tables for docs/benchmarks.md.
 
-    python3 bench/compare.py [--seconds 20] [--flips 10] [--names 10000]
+    python3 bench/compare.py [--seconds 20] [--rounds 3] [--flips 10] [--names 10000]
+
+All servers run at once, each on its own port; every round measures each of them in turn
+(the first one rotates), and the tables give medians, so a noisy minute on a shared machine
+does not land on one server only.
 
 1. Throughput and latency: dnsperf on the same query mix (weighted, failover, multivalue,
-   NODATA, NXDOMAIN) at 1, 10 and 100 concurrent clients, plus full load with --names extra
-   names loaded. Health endpoints are real HTTP servers on 127.0.0.11-15.
-2. Failover reaction: the primary's health endpoint stops and starts --flips times; answers
-   sampled every 50 ms; each server at its tightest health-check setting.
+   NODATA, NXDOMAIN) at 1, 10 and 100 concurrent clients, p99 at half of each server's own
+   full-load rate, plus full load with --names extra names loaded. Health endpoints are real
+   HTTP servers on 127.0.0.11-17.
+2. Failover reaction: the primary's health endpoint stops and starts --flips times; every
+   server's answers are sampled every 50 ms at the same time; each server at its tightest
+   health-check setting.
 3. Memory: resident memory of each server with --names names.
 
 Installs the peers from Debian's packages when missing. Loopback only; every load is bounded
@@ -34,6 +40,18 @@ HEALTH_PORT = 18081
 BLUE, GREEN, PRIMARY, STANDBY = "127.0.0.11", "127.0.0.12", "127.0.0.13", "127.0.0.14"
 MULTI = ["127.0.0.15", "127.0.0.16", "127.0.0.17"]
 BACKENDS = [BLUE, GREEN, PRIMARY, STANDBY] + MULTI
+# CPU placement (taskset prefixes): servers on some cores, dnsperf and this script on the
+# others, unless --shared-cpus. Set in main().
+SERVER_CPUS, CLIENT_CPUS = [], []
+
+
+def on(cpus):
+    return ["taskset", "-c", ",".join(map(str, cpus))] if cpus else []
+
+
+def threads():
+    """UDP threads each server gets: one per server core (all four are told the same)."""
+    return max(len(SERVER_CPUS), 1) if SERVER_CPUS else os.cpu_count()
 
 
 class Ok(http.server.BaseHTTPRequestHandler):
@@ -178,7 +196,7 @@ def gdnsd_conf(d, port, names):
     open(os.path.join(d, "config"), "w").write(f"""
 options => {{
   listen => [ 127.0.0.1:{port} ]
-  udp_threads => 2
+  udp_threads => {threads()}
   tcp_threads => 1
 }}
 service_types => {{
@@ -210,7 +228,7 @@ disable-syslog=yes
 write-pid=no
 setuid=
 setgid=
-receiver-threads=2
+receiver-threads={threads()}
 cache-ttl=0
 query-cache-ttl=0
 negquery-cache-ttl=0
@@ -234,6 +252,7 @@ def knot_conf(d, port, names):
     open(os.path.join(d, "knot.conf"), "w").write(f"""server:
     listen: 127.0.0.1@{port}
     rundir: {d}
+    udp-workers: {threads()}
 database:
     storage: {d}/db
 zone:
@@ -246,24 +265,25 @@ log:
 """)
 
 
-def start(kind, d, port, names):
+def start(kind, d, port, names, hr_args=()):
     null = subprocess.DEVNULL
-    if kind == "healthroute":
+    if kind.startswith("healthroute"):
         healthroute_conf(d, names)
-        return subprocess.Popen([HR, "--manifests", d, "--listen", f"127.0.0.1:{port}"], stdout=null, stderr=null)
+        return subprocess.Popen([*on(SERVER_CPUS), HR, "--manifests", d, "--listen", f"127.0.0.1:{port}", *hr_args], stdout=null, stderr=null)
     if kind == "gdnsd":
         gdnsd_conf(d, port, names)
-        return subprocess.Popen(["gdnsd", "-c", d, "start"], stdout=null, stderr=open(os.path.join(d, "log"), "w"))
+        return subprocess.Popen([*on(SERVER_CPUS), "gdnsd", "-c", d, "start"], stdout=null, stderr=open(os.path.join(d, "log"), "w"))
     if kind == "pdns":
         pdns_conf(d, port, names)
-        return subprocess.Popen(["pdns_server", f"--config-dir={d}"], stdout=null, stderr=open(os.path.join(d, "log"), "w"))
+        return subprocess.Popen([*on(SERVER_CPUS), "pdns_server", f"--config-dir={d}"], stdout=null, stderr=open(os.path.join(d, "log"), "w"))
     knot_conf(d, port, names)
-    return subprocess.Popen(["knotd", "-c", os.path.join(d, "knot.conf")], stdout=null, stderr=open(os.path.join(d, "log"), "w"))
+    return subprocess.Popen([*on(SERVER_CPUS), "knotd", "-c", os.path.join(d, "knot.conf")], stdout=null, stderr=open(os.path.join(d, "log"), "w"))
 
 
 SERVERS = ["healthroute", "gdnsd", "pdns", "knot"]
 LABEL = {"healthroute": "healthroute-resolver", "gdnsd": "gdnsd 3.8 (weighted, simplefo, multifo; http_status)",
          "pdns": "PowerDNS 4.7 LUA (pickwrandom, ifurlup)", "knot": "Knot DNS 3.2 (static zone)"}
+SETTINGS = {"gdnsd": "interval 2 s (its minimum), thresholds 1", "pdns": "lua-health-checks-interval 1"}
 
 
 def wait_ready(port, deadline=30):
@@ -276,7 +296,7 @@ def wait_ready(port, deadline=30):
 
 
 def dnsperf(port, seconds, clients, qfile):
-    out = subprocess.run(["dnsperf", "-s", "127.0.0.1", "-p", str(port), "-d", qfile, "-l", str(seconds),
+    out = subprocess.run([*on(CLIENT_CPUS), "dnsperf", "-s", "127.0.0.1", "-p", str(port), "-d", qfile, "-l", str(seconds),
                           "-c", str(clients), "-q", str(max(clients * 2, 2)), "-T", "1"],
                          capture_output=True, text=True).stdout
     qps = mean = None
@@ -289,7 +309,7 @@ def dnsperf(port, seconds, clients, qfile):
 
 
 def p99(port, seconds, qps, qfile):
-    out = subprocess.run(["dnsperf", "-s", "127.0.0.1", "-p", str(port), "-d", qfile, "-l", str(seconds),
+    out = subprocess.run([*on(CLIENT_CPUS), "dnsperf", "-s", "127.0.0.1", "-p", str(port), "-d", qfile, "-l", str(seconds),
                           "-c", "20", "-q", "200", "-T", "1", "-Q", str(max(int(qps), 1)), "-v"],
                          capture_output=True, text=True).stdout
     lat = []
@@ -314,27 +334,97 @@ def rss_kib(pid):
     return 0
 
 
-def reaction(port, backends, flips):
-    primary = backends[PRIMARY]
-    down, up = [], []
+class Running:
+    """The servers under test, all up at once on their own ports, so that every measurement
+    round visits each of them in turn (a slow minute on this shared machine hits everyone)."""
 
-    def until(want, limit=20.0):
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < limit:
-            if query(port, "www.example.com") == [want]:
-                return time.monotonic() - t0
+    def __init__(self, kinds, names, tmp, hr_args):
+        self.procs, self.ports, self.dirs = {}, {}, {}
+        for kind in kinds:
+            d = os.path.join(tmp, f"{kind}-{names}")
+            os.makedirs(d)
+            port = free_port()
+            self.procs[kind] = start(kind, d, port, names, hr_args.get(kind, ()))
+            self.ports[kind], self.dirs[kind] = port, d
+        for kind in list(self.ports):
+            if not wait_ready(self.ports[kind]):
+                print(f"{kind}: did not start; see {self.dirs[kind]}/log", file=sys.stderr)
+                self.stop_one(kind)
+        time.sleep(3)  # let health checks settle
+
+    def stop_one(self, kind):
+        proc = self.procs.pop(kind)
+        del self.ports[kind]
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+    def stop(self):
+        for kind in list(self.procs):
+            self.stop_one(kind)
+
+
+def reaction(ports, backends, flips):
+    """Flips the failover primary's health endpoint and samples every server's answer every
+    50 ms, all at once. Per server and flip: the time from the endpoint stopping (starting) to
+    the last answer that still contains (lacks) the primary, i.e. to the change; None when it
+    did not change within 20 s."""
+    primary = backends[PRIMARY]
+    timeline = {kind: [] for kind in ports}  # (t, has_primary)
+    done = threading.Event()
+
+    def sample(kind):
+        while not done.is_set():
+            ips = query(ports[kind], "www.example.com", timeout=0.5)
+            timeline[kind].append((time.monotonic(), ips is not None and PRIMARY in ips))
             time.sleep(0.05)
+
+    threads = [threading.Thread(target=sample, args=(k,), daemon=True) for k in ports]
+    for t in threads:
+        t.start()
+
+    def settled(since, want, kind):
+        return any(t >= since and has == want for t, has in timeline[kind])
+
+    def change(since, want, kind):
+        # The last sample on the old side before the first sample on the new side.
+        last_old = since
+        for t, has in timeline[kind]:
+            if t < since:
+                continue
+            if has == want:
+                return last_old - since
+            last_old = t
         return None
 
-    if until(PRIMARY) is None:
-        return None, None
-    for _ in range(flips):
-        time.sleep(random.uniform(0.5, 1.5))
-        primary.stop()
-        down.append(until(STANDBY))
-        time.sleep(random.uniform(0.5, 1.5))
-        primary.start()
-        up.append(until(PRIMARY))
+    def wait_all(since, want, limit=20.0):
+        end = time.monotonic() + limit
+        while time.monotonic() < end and not all(settled(since, want, k) for k in ports):
+            time.sleep(0.05)
+
+    down = {k: [] for k in ports}
+    up = {k: [] for k in ports}
+    try:
+        wait_all(time.monotonic(), True)
+        for _ in range(flips):
+            time.sleep(random.uniform(0.5, 1.5))
+            t0 = time.monotonic()
+            primary.stop()
+            wait_all(t0, False)
+            for k in ports:
+                down[k].append(change(t0, False, k))
+            time.sleep(random.uniform(0.5, 1.5))
+            t1 = time.monotonic()
+            primary.start()
+            wait_all(t1, True)
+            for k in ports:
+                up[k].append(change(t1, True, k))
+    finally:
+        done.set()
+        for t in threads:
+            t.join(timeout=2)
     return down, up
 
 
@@ -346,11 +436,21 @@ def fmt(xs):
     return f"{statistics.median(ok):.2f} s{extra}", f"{max(ok):.2f} s"
 
 
+def median(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--seconds", type=int, default=20)
+    ap.add_argument("--seconds", type=int, default=20, help="dnsperf run length")
+    ap.add_argument("--rounds", type=int, default=3, help="measurement rounds (medians are reported)")
     ap.add_argument("--flips", type=int, default=10)
     ap.add_argument("--names", type=int, default=10000)
+    ap.add_argument("--shared-cpus", action="store_true",
+                    help="let servers and dnsperf share every core (default: servers on the upper half, dnsperf on the lower)")
+    ap.add_argument("--only", nargs="*", default=SERVERS, choices=SERVERS)
+    ap.add_argument("--hr-variant", action="append", default=[], metavar="LABEL=ARGS",
+                    help="also run healthroute with these extra arguments, e.g. 'unpinned=--udp-cpu-affinity off'")
     args = ap.parse_args()
     need = [p for p, b in (("dnsperf", "dnsperf"), ("gdnsd", "gdnsd"), ("pdns-server", "pdns_server"), ("knot", "knotd")) if not shutil.which(b)]
     if need and not shutil.which("pdns_server"):
@@ -360,40 +460,60 @@ def main():
         subprocess.run(["apt-get", "install", "-y", "-qq"] + need, check=True, env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
     subprocess.run(["cargo", "build", "--release", "-q", "-p", "healthroute-resolver"], cwd=ROOT, check=True)
 
+    cpus = sorted(os.sched_getaffinity(0))
+    if not args.shared_cpus and len(cpus) >= 2:
+        half = len(cpus) // 2
+        CLIENT_CPUS[:], SERVER_CPUS[:] = cpus[:half], cpus[half:]
+        os.sched_setaffinity(0, CLIENT_CPUS)  # this script's sampling threads and HTTP backends too
+    placement = (f"servers on CPU {','.join(map(str, SERVER_CPUS))}, dnsperf and the health endpoints on CPU "
+                 f"{','.join(map(str, CLIENT_CPUS))}, {threads()} UDP thread(s) per server" if SERVER_CPUS
+                 else "servers and dnsperf sharing every core")
+    kinds = list(args.only)
+    hr_args = {}
+    for v in args.hr_variant:
+        label, _, rest = v.partition("=")
+        kind = f"healthroute ({label})"
+        kinds.insert(1, kind)
+        hr_args[kind] = rest.split()
+        LABEL[kind] = f"healthroute-resolver {rest}"
+
     backends = {a: Backend(a) for a in BACKENDS}
     for b in backends.values():
         b.start()
     tmp = tempfile.mkdtemp(prefix="hr-compare-")
     qfile = os.path.join(tmp, "queries.txt")
     open(qfile, "w").write("api.example.com A\nwww.example.com A\nlegacy.example.com A\napi.example.com AAAA\nnope.example.com A\n")
-    results, reactions, memory = {}, {}, {}
+    qps = {k: {c: [] for c in (1, 10, 100)} for k in kinds}
+    mean100 = {k: [] for k in kinds}
+    tail = {k: [] for k in kinds}
+    named, memory = {k: [] for k in kinds}, {}
     try:
-        for kind in SERVERS:
-            for names in (0, args.names):
-                d = os.path.join(tmp, f"{kind}-{names}")
-                os.makedirs(d)
-                port = free_port()
-                proc = start(kind, d, port, names)
-                try:
-                    if not wait_ready(port):
-                        print(f"{kind}: did not start; see {d}/log", file=sys.stderr)
-                        continue
-                    time.sleep(3)  # let health checks settle
-                    if names == 0:
-                        r = {c: dnsperf(port, args.seconds, c, qfile) for c in (1, 10, 100)}
-                        r["p99"] = p99(port, args.seconds, r[100][0] / 2, qfile)
-                        results[kind] = r
-                        if kind != "knot":
-                            reactions[kind] = reaction(port, backends, args.flips)
-                    else:
-                        results[kind]["names"] = dnsperf(port, args.seconds, 100, qfile)
-                        memory[kind] = rss_kib(proc.pid)
-                finally:
-                    proc.terminate()
-                    try:
-                        proc.wait(timeout=10)
-                    except subprocess.TimeoutExpired:
-                        proc.kill()
+        servers = Running(kinds, 0, tmp, hr_args)
+        try:
+            for r in range(args.rounds):
+                order = list(servers.ports)
+                order = order[r % len(order):] + order[:r % len(order)]  # who goes first rotates
+                for clients in (1, 10, 100):
+                    for kind in order:
+                        q, m = dnsperf(servers.ports[kind], args.seconds, clients, qfile)
+                        qps[kind][clients].append(q)
+                        if clients == 100:
+                            mean100[kind].append(m)
+                for kind in order:
+                    tail[kind].append(p99(servers.ports[kind], args.seconds, median(qps[kind][100]) / 2, qfile))
+                print(f"round {r + 1} of {args.rounds} done", file=sys.stderr)
+            reactions = reaction({k: p for k, p in servers.ports.items() if k != "knot"}, backends, args.flips)
+        finally:
+            servers.stop()
+        servers = Running(kinds, args.names, tmp, hr_args)
+        try:
+            for kind in servers.ports:
+                memory[kind] = rss_kib(servers.procs[kind].pid)
+            for r in range(args.rounds):
+                for kind in servers.ports:
+                    named[kind].append(dnsperf(servers.ports[kind], args.seconds, 100, qfile)[0])
+        finally:
+            servers.stop()
     finally:
         for b in backends.values():
             try:
@@ -401,29 +521,34 @@ def main():
             except Exception:
                 pass
 
-    base = results.get("healthroute", {}).get(100, (1, 0))[0] or 1
-    print(f"dnsperf {args.seconds} s per run on {os.cpu_count()} cores, {time.strftime('%Y-%m-%d %H:%MZ', time.gmtime())}; "
+    hr = median(qps.get("healthroute", {}).get(100, [])) or 1
+    print(f"dnsperf {args.seconds} s per run, median of {args.rounds} rounds (servers interleaved), "
+          f"{os.cpu_count()} cores ({placement}), {time.strftime('%Y-%m-%d %H:%MZ', time.gmtime())}; "
           "query mix: weighted, failover, multivalue, NODATA, NXDOMAIN\n")
-    print("| server | QPS, 1 client | QPS, 10 | QPS, 100 | mean latency at 100 | p99 at half load | QPS with "
-          f"{args.names:,} names | QPS / healthroute | RSS with {args.names:,} names |")
+    print("| server | QPS, 1 client | QPS, 10 | QPS, 100 | QPS, 100 / healthroute | mean latency at 100 | p99 at half load | "
+          f"QPS with {args.names:,} names | RSS with {args.names:,} names |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for kind in SERVERS:
-        r = results.get(kind)
-        if not r:
+    for kind in kinds:
+        if not qps[kind][100]:
             print(f"| {LABEL[kind]} | did not start | | | | | | | |")
             continue
-        print(f"| {LABEL[kind]} | {r[1][0]:,.0f} | {r[10][0]:,.0f} | {r[100][0]:,.0f} | {r[100][1]:.3f} ms | {r['p99']:.3f} ms | "
-              f"{r.get('names', (0, 0))[0]:,.0f} | {r[100][0] / base:.2f} | {memory.get(kind, 0) / 1024:.1f} MiB |")
-    print("\nFailover reaction (primary's health endpoint stops, then starts; answers sampled every 50 ms):\n")
+        q100 = median(qps[kind][100])
+        print(f"| {LABEL[kind]} | {median(qps[kind][1]):,.0f} | {median(qps[kind][10]):,.0f} | {q100:,.0f} | {q100 / hr:.2f} | "
+              f"{median(mean100[kind]):.3f} ms | {median(tail[kind]):.3f} ms | {median(named[kind]):,.0f} | "
+              f"{memory.get(kind, 0) / 1024:.1f} MiB |")
+    print("\nEvery run (QPS at 1 / 10 / 100 clients; p99 in ms), round by round:\n")
+    for kind in kinds:
+        runs = " · ".join(f"{qps[kind][1][i]:,.0f} / {qps[kind][10][i]:,.0f} / {qps[kind][100][i]:,.0f}; {tail[kind][i]:.3f}"
+                          for i in range(len(tail[kind])))
+        print(f"- {LABEL[kind]}: {runs}")
+    down, up = reactions
+    print(f"\nFailover reaction over {args.flips} flips, all servers sampled at once every 50 ms: time from the primary's "
+          "health endpoint stopping (starting) to the last answer that still contained (lacked) it:\n")
     print("| server | setting | fail: median | fail: max | recover: median | recover: max |")
     print("| --- | --- | --- | --- | --- | --- |")
-    settings = {"healthroute": "interval 1 s, threshold 1", "gdnsd": "interval 2 s (its minimum), thresholds 1",
-                "pdns": "lua-health-checks-interval 1"}
-    for kind, (down, up) in reactions.items():
-        if down is None:
-            print(f"| {LABEL[kind]} | {settings[kind]} | never answered the primary | | | |")
-            continue
-        print(f"| {LABEL[kind]} | {settings[kind]} | {' | '.join(fmt(down))} | {' | '.join(fmt(up))} |")
+    for kind in down:
+        setting = SETTINGS.get(kind, "interval 1 s, threshold 1")
+        print(f"| {LABEL[kind]} | {setting} | {' | '.join(fmt(down[kind]))} | {' | '.join(fmt(up[kind]))} |")
     shutil.rmtree(tmp, ignore_errors=True)
 
 

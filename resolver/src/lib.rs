@@ -1,6 +1,6 @@
 //! healthroute's data plane: the DNS server over the compiled routing table, standalone mode,
 //! and the simulator.
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 pub mod config;
 pub mod fastpath;
@@ -11,4 +11,5 @@ pub mod server;
 pub mod serving;
 pub mod simulate;
 pub mod standalone;
+pub mod sys;
 pub mod udp;

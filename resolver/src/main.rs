@@ -71,6 +71,11 @@ struct ServeArgs {
     /// per core.
     #[arg(long = "udp-sockets", value_name = "N")]
     udp_sockets: Option<usize>,
+    /// Pin each UDP loop to its own CPU. `auto` pins only when the process may run on
+    /// exactly as many CPUs as there are UDP sockets (a dedicated cpuset, e.g. Kubernetes'
+    /// static CPU manager, or taskset); on a shared pool the kernel places the threads.
+    #[arg(long = "udp-cpu-affinity", value_name = "MODE", default_value = "auto")]
+    udp_cpu_affinity: crate::server::Affinity,
     /// Standalone checker: only probe targets in these ranges (CIDR, repeatable).
     #[arg(long = "checker-allow", value_name = "CIDR")]
     checker_allow: Vec<Cidr>,
@@ -182,6 +187,7 @@ fn serve_config(
         udp_sockets: args
             .udp_sockets
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+        udp_cpu_affinity: args.udp_cpu_affinity,
     }
 }
 

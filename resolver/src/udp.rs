@@ -8,7 +8,9 @@
 //!                                  └ unparseable: FORMERR (12 bytes or more) or dropped
 //! ```
 
+use std::io::IoSliceMut;
 use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::{AsFd, AsRawFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -20,63 +22,112 @@ use hickory_server::proto::rr::{Record, RecordType};
 use hickory_server::proto::serialize::binary::BinEncoder;
 use hickory_server::server::{Request, RequestHandler, ResponseHandler, ResponseInfo};
 use hickory_server::zone_handler::MessageResponse;
+use nix::errno::Errno;
+use nix::sys::socket::{MsgFlags, MultiHeaders, SockaddrStorage, recvmmsg};
 use tokio::runtime::Handle;
 
 use crate::fastpath::{self, Fast};
-use crate::handler::DnsHandler;
+use crate::handler::{DnsHandler, MAX_UDP_PAYLOAD};
+
+/// Datagrams taken from the socket per `recvmmsg` call (and replies per `sendmmsg`).
+const BATCH: usize = 16;
+/// Receive buffer per datagram: larger than any query we answer (EDNS or not).
+const RECV_BUF: usize = 4096;
 
 /// Serves `socket` on the calling (dedicated) thread until `stop` is set: a blocking receive
-/// loop wakes for each datagram with no scheduler in between, which is what a one-query-at-a-
-/// time client waits on. Fallbacks run as tasks on `runtime`.
+/// loop wakes for each burst of datagrams with no scheduler in between, which is what a
+/// one-query-at-a-time client waits on. One `recvmmsg` takes up to [`BATCH`] queued
+/// datagrams and one `sendmmsg` sends their fast-path replies, so under load the cost of a
+/// system call is shared by the batch. Fallbacks run as tasks on `runtime`.
 pub fn serve(socket: Arc<UdpSocket>, handler: DnsHandler, runtime: Handle, stop: Arc<AtomicBool>) {
     // Wake up now and then to notice `stop`.
     let _ = socket.set_read_timeout(Some(Duration::from_millis(200)));
-    let mut buf = vec![0u8; 4096];
-    let mut out = Vec::with_capacity(1232);
+    let fd = socket.as_raw_fd();
+    let mut bufs: Box<[[u8; RECV_BUF]; BATCH]> = Box::new([[0u8; RECV_BUF]; BATCH]);
+    let mut headers = MultiHeaders::<SockaddrStorage>::preallocate(BATCH, None);
+    let mut received: [(usize, Option<SockaddrStorage>); BATCH] = [(0, None); BATCH];
+    let mut outs: [Vec<u8>; BATCH] =
+        std::array::from_fn(|_| Vec::with_capacity(MAX_UDP_PAYLOAD as usize));
+    let mut answered: [Option<(usize, u16, u8)>; BATCH] = [None; BATCH];
     let mut rng = fastrand::Rng::new();
     while !stop.load(Ordering::Relaxed) {
-        let (n, src) = match socket.recv_from(&mut buf) {
-            Ok(x) => x,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                continue;
-            }
-            Err(e) => {
-                // ICMP errors from earlier sends surface here on Linux; they are not fatal.
-                tracing::debug!(error = %e, "UDP receive failed");
-                continue;
+        let n = {
+            let mut iovs = bufs.each_mut().map(|b| [IoSliceMut::new(b)]);
+            match recvmmsg(
+                fd,
+                &mut headers,
+                iovs.iter_mut(),
+                MsgFlags::MSG_WAITFORONE,
+                None,
+            ) {
+                Ok(messages) => {
+                    let mut n = 0;
+                    for (slot, m) in received.iter_mut().zip(messages) {
+                        *slot = (m.bytes, m.address);
+                        n += 1;
+                    }
+                    n
+                }
+                Err(Errno::EAGAIN | Errno::EINTR) => continue,
+                Err(e) => {
+                    // ICMP errors from earlier sends surface here on Linux; they are not fatal.
+                    tracing::debug!(error = %e, "UDP receive failed");
+                    continue;
+                }
             }
         };
         let start = Instant::now();
-        let request = &buf[..n];
-        let fast = match handler.shared.table.load().as_deref() {
-            Some(table) => fastpath::answer(table, request, &mut out, &mut rng),
-            None => Fast::Fallback,
-        };
-        match fast {
-            Fast::Reply { zone, qtype, rcode } => {
-                if let Err(e) = socket.send_to(&out, src) {
-                    tracing::debug!(error = %e, %src, "UDP send failed");
+        let table = handler.shared.table.load();
+        for i in 0..n {
+            answered[i] = None;
+            let (len, Some(src)) = received[i] else {
+                continue;
+            };
+            let request = &bufs[i][..len];
+            let fast = match table.as_deref() {
+                Some(table) => fastpath::answer(table, request, &mut outs[i], &mut rng),
+                None => Fast::Fallback,
+            };
+            match fast {
+                Fast::Reply { zone, qtype, rcode } => answered[i] = Some((zone, qtype, rcode)),
+                Fast::Fallback => {
+                    let Some(src) = socket_addr(&src) else {
+                        continue;
+                    };
+                    let raw = request.to_vec();
+                    let socket = socket.clone();
+                    let handler = handler.clone();
+                    runtime.spawn(async move { slow_path(raw, src, socket, handler).await });
                 }
-                handler.shared.metrics.record_query(
-                    Some(zone),
-                    RecordType::from(qtype),
-                    ResponseCode::from(0, rcode),
-                    start.elapsed(),
-                );
-            }
-            Fast::Fallback => {
-                let raw = request.to_vec();
-                let socket = socket.clone();
-                let handler = handler.clone();
-                runtime.spawn(async move { slow_path(raw, src, socket, handler).await });
             }
         }
+        let mut replies: Vec<(&[u8], &SockaddrStorage)> = Vec::with_capacity(n);
+        for i in 0..n {
+            if let (Some(_), (_, Some(src))) = (answered[i], &received[i]) {
+                replies.push((&outs[i], src));
+            }
+        }
+        crate::sys::send_batch(socket.as_fd(), &replies, |i, e| {
+            tracing::debug!(error = %e, dst = %replies[i].1, "UDP send failed");
+        });
+        let elapsed = start.elapsed();
+        for (zone, qtype, rcode) in answered[..n].iter().flatten() {
+            handler.shared.metrics.record_query(
+                Some(*zone),
+                RecordType::from(*qtype),
+                ResponseCode::from(0, *rcode),
+                elapsed,
+            );
+        }
     }
+}
+
+fn socket_addr(addr: &SockaddrStorage) -> Option<SocketAddr> {
+    if let Some(v4) = addr.as_sockaddr_in() {
+        return Some(SocketAddr::V4((*v4).into()));
+    }
+    addr.as_sockaddr_in6()
+        .map(|v6| SocketAddr::V6((*v6).into()))
 }
 
 async fn slow_path(raw: Vec<u8>, src: SocketAddr, socket: Arc<UdpSocket>, handler: DnsHandler) {

@@ -374,6 +374,73 @@ fn any_and_malformed() {
     );
 }
 
+/// A burst sent without waiting lands in the resolver's receive batches (recvmmsg) mixed:
+/// fast-path answers (A, NXDOMAIN, NODATA), full-path ones (SOA, truncation) and garbage.
+/// Every query gets exactly the answer it would get alone, under its own id (D2, D4, D6).
+#[test]
+fn a_burst_is_answered_query_by_query() {
+    let dir = zone_dir("dns-burst");
+    let r = Resolver::start(&dir, &[]);
+    let socket = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    socket
+        .set_read_timeout(Some(Duration::from_secs(3)))
+        .expect("timeout");
+    let kinds = [
+        ("api.example.com.", RecordType::A),    // fast path: answer
+        ("nope.example.com.", RecordType::A),   // fast path: NXDOMAIN
+        ("api.example.com.", RecordType::AAAA), // fast path: NODATA
+        ("example.com.", RecordType::SOA),      // full path
+        ("huge.example.com.", RecordType::TXT), // full path: truncated
+        ("www.example.com.", RecordType::A),    // fast path: CNAME
+    ];
+    let summary = |m: &Message| {
+        (
+            m.metadata.response_code,
+            m.answers.len(),
+            m.metadata.truncation,
+        )
+    };
+    // What each kind gets when asked alone.
+    let alone: Vec<_> = kinds
+        .iter()
+        .map(|(name, rtype)| summary(&query(r.dns, name, *rtype, UDP).0))
+        .collect();
+    assert_eq!(alone[0], (ResponseCode::NoError, 1, false));
+    assert_eq!(alone[1], (ResponseCode::NXDomain, 0, false));
+    assert_eq!(alone[2], (ResponseCode::NoError, 0, false));
+    assert!(alone[4].2, "the huge TXT is truncated over UDP");
+    let mut expect = std::collections::HashMap::new();
+    let mut sent = 0;
+    for round in 0..20u16 {
+        for (k, (name, rtype)) in kinds.iter().enumerate() {
+            let mut m = message(name, *rtype, None);
+            let id = round * 16 + k as u16;
+            m.metadata.id = id;
+            expect.insert(id, alone[k]);
+            socket
+                .send_to(&m.to_vec().expect("encode"), r.dns)
+                .expect("send");
+            sent += 1;
+        }
+        // Garbage between the queries: never answered, never in the way.
+        socket.send_to(&[0xde, 0xad], r.dns).expect("send");
+    }
+    let mut got = std::collections::HashMap::new();
+    let mut buf = [0u8; 4096];
+    while got.len() < sent {
+        let Ok((n, _)) = socket.recv_from(&mut buf) else {
+            break;
+        };
+        let m = Message::from_vec(&buf[..n]).expect("a valid reply");
+        assert!(
+            got.insert(m.metadata.id, summary(&m)).is_none(),
+            "two replies for id {}",
+            m.metadata.id
+        );
+    }
+    assert_eq!(got, expect);
+}
+
 /// A one-shot upstream: answers every query with 203.0.113.77 for whatever was asked.
 fn stub_upstream() -> SocketAddr {
     let socket = UdpSocket::bind("127.0.0.1:0").expect("bind");

@@ -1,0 +1,113 @@
+//! The one system call the safe crates do not wrap soundly: `sendmmsg(2)`, to send a batch of
+//! UDP replies in one call. (nix wraps it, but reading its result count walks address
+//! storage that a send never fills.) This is the only module of the workspace that may use
+//! `unsafe`.
+#![allow(unsafe_code)]
+
+use std::io::{self, IoSlice};
+use std::os::fd::{AsRawFd, BorrowedFd};
+
+use nix::sys::socket::{SockaddrLike, SockaddrStorage};
+
+/// Most datagrams one [`send_batch`] call takes.
+pub const MAX_BATCH: usize = 64;
+
+/// Sends `datagrams[i].0` to `datagrams[i].1`, in order, in as few `sendmmsg` calls as the
+/// kernel allows ([`MAX_BATCH`] per call at most). A datagram that fails is reported to
+/// `on_error` with its index and skipped; the rest are still sent. Returns how many went out.
+pub fn send_batch(
+    fd: BorrowedFd<'_>,
+    datagrams: &[(&[u8], &SockaddrStorage)],
+    mut on_error: impl FnMut(usize, io::Error),
+) -> usize {
+    datagrams
+        .chunks(MAX_BATCH)
+        .enumerate()
+        .map(|(c, chunk)| send_chunk(fd, chunk, |i, e| on_error(c * MAX_BATCH + i, e)))
+        .sum()
+}
+
+fn send_chunk(
+    fd: BorrowedFd<'_>,
+    datagrams: &[(&[u8], &SockaddrStorage)],
+    mut on_error: impl FnMut(usize, io::Error),
+) -> usize {
+    debug_assert!(datagrams.len() <= MAX_BATCH);
+    let iovs: [IoSlice<'_>; MAX_BATCH] =
+        std::array::from_fn(|i| IoSlice::new(datagrams.get(i).map_or(&[][..], |d| d.0)));
+    // SAFETY: an all-zero mmsghdr is a valid value (null pointers, zero lengths).
+    let mut headers: [libc::mmsghdr; MAX_BATCH] = unsafe { std::mem::zeroed() };
+    for (i, (header, (_, addr))) in headers.iter_mut().zip(datagrams).enumerate() {
+        let h = &mut header.msg_hdr;
+        h.msg_name = addr.as_ptr().cast_mut().cast();
+        h.msg_namelen = addr.len();
+        // IoSlice is ABI-compatible with iovec on Unix (documented by std).
+        h.msg_iov = (&iovs[i] as *const IoSlice<'_>).cast_mut().cast();
+        h.msg_iovlen = 1;
+    }
+    let mut next = 0;
+    let mut sent = 0;
+    while next < datagrams.len() {
+        let count = (datagrams.len() - next) as libc::c_uint;
+        // SAFETY: headers[next..next + count] are initialised above; each points at an
+        // address and an iovec that outlive this call, with their true lengths. The kernel
+        // writes only msg_len in each header.
+        let n = unsafe { libc::sendmmsg(fd.as_raw_fd(), headers[next..].as_mut_ptr(), count, 0) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            // The first datagram of the remainder failed: skip it, send the rest.
+            on_error(next, e);
+            next += 1;
+        } else if n == 0 {
+            // Nothing sent and no error: do not spin on it.
+            on_error(next, io::Error::other("sendmmsg sent nothing"));
+            next += 1;
+        } else {
+            next += n as usize;
+            sent += n as usize;
+        }
+    }
+    sent
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::UdpSocket;
+    use std::os::fd::AsFd;
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn sends_every_datagram_to_its_own_address_in_order() {
+        let server = UdpSocket::bind("127.0.0.1:0").expect("bind");
+        let a = UdpSocket::bind("127.0.0.1:0").expect("bind");
+        let b = UdpSocket::bind("[::1]:0").ok(); // IPv6 may be missing in a sandbox
+        let to_a = SockaddrStorage::from(a.local_addr().expect("addr"));
+        let server6 = UdpSocket::bind("[::1]:0").ok();
+        let mut batch: Vec<(&[u8], &SockaddrStorage)> = vec![(b"one", &to_a), (b"two", &to_a)];
+        let sent = send_batch(server.as_fd(), &batch, |i, e| panic!("datagram {i}: {e}"));
+        assert_eq!(sent, 2);
+        a.set_read_timeout(Some(Duration::from_secs(2)))
+            .expect("timeout");
+        let mut buf = [0u8; 16];
+        for want in [&b"one"[..], b"two"] {
+            let (n, from) = a.recv_from(&mut buf).expect("received");
+            assert_eq!(&buf[..n], want);
+            assert_eq!(from, server.local_addr().expect("addr"));
+        }
+        // An IPv6 destination on an IPv4 socket fails alone; the datagram after it still goes.
+        if let (Some(b), Some(_)) = (b, server6) {
+            let to_b = SockaddrStorage::from(b.local_addr().expect("addr"));
+            batch = vec![(b"bad", &to_b), (b"three", &to_a)];
+            let mut failed = Vec::new();
+            let sent = send_batch(server.as_fd(), &batch, |i, _| failed.push(i));
+            assert_eq!((sent, failed), (1, vec![0]));
+            let (n, _) = a.recv_from(&mut buf).expect("received");
+            assert_eq!(&buf[..n], b"three");
+        }
+    }
+}

@@ -86,7 +86,7 @@ class Backend:
 
     def start(self):
         self.server = QuietServer((self.addr, self.port), Ok)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
 
     def stop(self):
         self.server.shutdown()
@@ -410,14 +410,14 @@ def reaction(ports, backends, flips):
         wait_all(time.monotonic(), True)
         for _ in range(flips):
             time.sleep(random.uniform(0.5, 1.5))
+            primary.stop()  # returns once the port is closed (it can take up to 0.5 s)
             t0 = time.monotonic()
-            primary.stop()
             wait_all(t0, False)
             for k in ports:
                 down[k].append(change(t0, False, k))
             time.sleep(random.uniform(0.5, 1.5))
+            primary.start()  # listening when it returns
             t1 = time.monotonic()
-            primary.start()
             wait_all(t1, True)
             for k in ports:
                 up[k].append(change(t1, True, k))

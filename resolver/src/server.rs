@@ -160,6 +160,11 @@ pub async fn start(
                     match ServingTable::build(&table, &zones, previous.as_deref()) {
                         Ok(serving) => {
                             shared.store(serving);
+                            // The old table is gone once the last query on it ends; what its
+                            // build and the compile freed goes back to the system (0.1-0.2 ms
+                            // with 2,000 groups).
+                            drop(previous);
+                            crate::sys::release_free_memory();
                             tracing::info!(generation = table.generation, groups = table.groups.len(), "serving a new table");
                             if let Some(path) = &path
                                 && let Err(e) = write_table_file(path, &table)

@@ -1,7 +1,7 @@
-//! The one system call the safe crates do not wrap soundly: `sendmmsg(2)`, to send a batch of
-//! UDP replies in one call. (nix wraps it, but reading its result count walks address
-//! storage that a send never fills.) This is the only module of the workspace that may use
-//! `unsafe`.
+//! The two calls the safe crates do not wrap (soundly): `sendmmsg(2)`, to send a batch of
+//! UDP replies in one call (nix wraps it, but reading its result count walks address
+//! storage that a send never fills), and glibc's `malloc_trim(3)`. This is the only module
+//! of the workspace that may use `unsafe`.
 #![allow(unsafe_code)]
 
 use std::io::{self, IoSlice};
@@ -71,6 +71,17 @@ fn send_chunk(
         }
     }
     sent
+}
+
+/// Hands memory the allocator holds but no one uses back to the system. Loading a table
+/// parses and builds far more than it keeps; glibc's malloc keeps the freed pages otherwise,
+/// so the resident size would stay at the peak of the largest load. A no-op elsewhere.
+pub fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks the allocator's own free lists; it takes no pointers.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }
 
 #[cfg(test)]

@@ -114,6 +114,14 @@ pub async fn start(
     let cpus = udp_cpus(config.udp_cpu_affinity, config.udp_sockets.max(1));
     for addr in &config.listen {
         let mut bound = *addr;
+        // SO_REUSEPORT would let us join another process's sockets on this port and quietly
+        // take part of its traffic (a stale resolver, say). A plain bind first fails if
+        // anyone holds the port.
+        if addr.port() != 0 {
+            std::net::UdpSocket::bind(addr).map_err(|e| {
+                format!("cannot listen on UDP {addr}: {e} (is another server running?)")
+            })?;
+        }
         for i in 0..config.udp_sockets.max(1) {
             let socket =
                 udp_socket(bound).map_err(|e| format!("cannot listen on UDP {bound}: {e}"))?;

@@ -40,7 +40,12 @@ fn send_chunk(
     for (i, (header, (_, addr))) in headers.iter_mut().zip(datagrams).enumerate() {
         let h = &mut header.msg_hdr;
         h.msg_name = addr.as_ptr().cast_mut().cast();
-        h.msg_namelen = addr.len();
+        // The family's own length (SockaddrStorage::len is the whole storage's).
+        h.msg_namelen = addr
+            .as_sockaddr_in()
+            .map(SockaddrLike::len)
+            .or_else(|| addr.as_sockaddr_in6().map(SockaddrLike::len))
+            .unwrap_or_else(|| addr.len());
         // IoSlice is ABI-compatible with iovec on Unix (documented by std).
         h.msg_iov = (&iovs[i] as *const IoSlice<'_>).cast_mut().cast();
         h.msg_iovlen = 1;

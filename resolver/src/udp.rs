@@ -28,9 +28,11 @@ use tokio::runtime::Handle;
 
 use crate::fastpath::{self, Fast};
 use crate::handler::{DnsHandler, MAX_UDP_PAYLOAD};
+use crate::metrics::QueryBatch;
 
 /// Datagrams taken from the socket per `recvmmsg` call (and replies per `sendmmsg`).
 const BATCH: usize = 16;
+const _: () = assert!(BATCH <= QueryBatch::CAPACITY);
 /// Receive buffer per datagram: larger than any query we answer (EDNS or not).
 const RECV_BUF: usize = 4096;
 
@@ -110,15 +112,16 @@ pub fn serve(socket: Arc<UdpSocket>, handler: DnsHandler, runtime: Handle, stop:
         crate::sys::send_batch(socket.as_fd(), &replies, |i, e| {
             tracing::debug!(error = %e, dst = %replies[i].1, "UDP send failed");
         });
-        let elapsed = start.elapsed();
+        let metrics = &handler.shared.metrics;
+        let mut batch = QueryBatch::default();
         for (zone, qtype, rcode) in answered[..n].iter().flatten() {
-            handler.shared.metrics.record_query(
+            batch.add(metrics.slot(
                 Some(*zone),
                 RecordType::from(*qtype),
                 ResponseCode::from(0, *rcode),
-                elapsed,
-            );
+            ));
         }
+        metrics.record_batch(&batch, start.elapsed());
     }
 }
 

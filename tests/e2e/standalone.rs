@@ -131,6 +131,35 @@ fn restart_serves_the_last_table() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("not valid YAML"));
 }
 
+/// A second resolver on a port already served is refused at start, instead of quietly
+/// joining the first one's sockets (SO_REUSEPORT) and taking part of its queries.
+#[test]
+fn a_port_in_use_is_an_error() {
+    let dir = setup("port-in-use");
+    let r = Resolver::start(&dir, &[]);
+    let out = crate::support::resolver()
+        .arg("--manifests")
+        .arg(&dir)
+        .args([
+            "--listen",
+            &r.dns.to_string(),
+            "--admin-listen",
+            "127.0.0.1:0",
+        ])
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("another server"), "{stderr}");
+    // The first one still answers every query.
+    for _ in 0..20 {
+        assert_eq!(
+            answer(r.dns, "api.example.com.").as_deref(),
+            Some("192.0.2.1")
+        );
+    }
+}
+
 /// A local HTTP health endpoint that can be switched off (port closed) and on again.
 struct Backend {
     addr: SocketAddr,

@@ -71,10 +71,11 @@ struct ServeArgs {
     /// per core.
     #[arg(long = "udp-sockets", value_name = "N")]
     udp_sockets: Option<usize>,
-    /// Pin each UDP loop to its own CPU. `auto` pins only when the process may run on
-    /// exactly as many CPUs as there are UDP sockets (a dedicated cpuset, e.g. Kubernetes'
-    /// static CPU manager, or taskset); on a shared pool the kernel places the threads.
-    #[arg(long = "udp-cpu-affinity", value_name = "MODE", default_value = "auto")]
+    /// Pin each UDP loop to its own CPU: `on`, `auto` (pin only when the process may run on
+    /// exactly as many CPUs as it has UDP sockets, i.e. a dedicated cpuset) or `off` (the
+    /// default: the kernel places the loops and may move a loop next to whoever woke it;
+    /// pinning halved one-client QPS in docs/benchmarks.md).
+    #[arg(long = "udp-cpu-affinity", value_name = "MODE", default_value = "off")]
     udp_cpu_affinity: crate::server::Affinity,
     /// Standalone checker: only probe targets in these ranges (CIDR, repeatable).
     #[arg(long = "checker-allow", value_name = "CIDR")]

@@ -222,14 +222,16 @@ pub enum Affinity {
     Auto,
     /// Pin socket i's loop to the i-th allowed CPU (round robin).
     On,
+    /// Let the kernel place the loops (the default).
     Off,
 }
 
 /// The CPU for each UDP loop (by socket index), or none to let the kernel place them.
 ///
-/// Pinning keeps a loop on the core whose caches hold its socket and table: without it, on
+/// Pinning keeps a loop on the core whose caches hold its socket and table; unpinned, on
 /// 2 cores, the loop moved to the other core on almost every wake-up (`perf stat`: about one
-/// CPU migration per context switch), which cost latency at low load.
+/// CPU migration per context switch). On loopback that move is what makes a one-client
+/// round trip fast (the loop runs where its client just ran), so `off` is the default.
 fn udp_cpus(mode: Affinity, sockets: usize) -> Vec<usize> {
     use nix::sched::{CpuSet, sched_getaffinity};
     use nix::unistd::Pid;

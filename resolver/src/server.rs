@@ -112,16 +112,16 @@ pub async fn start(
     });
     let mut dns_addrs = Vec::new();
     let cpus = udp_cpus(config.udp_cpu_affinity, config.udp_sockets.max(1));
+    // SO_REUSEPORT would let us join another process's sockets on a port and quietly take
+    // part of its traffic (a stale resolver, say). A plain bind of every address first, before
+    // any of ours, fails if anyone holds one.
+    for addr in config.listen.iter().filter(|a| a.port() != 0) {
+        udp_port_free(*addr).map_err(|e| {
+            format!("cannot listen on UDP {addr}: {e} (is another server running?)")
+        })?;
+    }
     for addr in &config.listen {
         let mut bound = *addr;
-        // SO_REUSEPORT would let us join another process's sockets on this port and quietly
-        // take part of its traffic (a stale resolver, say). A plain bind first fails if
-        // anyone holds the port.
-        if addr.port() != 0 {
-            std::net::UdpSocket::bind(addr).map_err(|e| {
-                format!("cannot listen on UDP {addr}: {e} (is another server running?)")
-            })?;
-        }
         for i in 0..config.udp_sockets.max(1) {
             let socket =
                 udp_socket(bound).map_err(|e| format!("cannot listen on UDP {bound}: {e}"))?;
@@ -147,9 +147,7 @@ pub async fn start(
                     .map_err(|e| format!("cannot start a UDP thread: {e}"))?,
             );
         }
-        let tcp = tokio::net::TcpListener::bind(bound)
-            .await
-            .map_err(|e| format!("cannot listen on TCP {bound}: {e}"))?;
+        let tcp = tcp_listener(bound).map_err(|e| format!("cannot listen on TCP {bound}: {e}"))?;
         server.register_listener(tcp, Duration::from_secs(10), 65_535);
         dns_addrs.push(bound);
     }
@@ -264,6 +262,31 @@ fn pin_to(cpu: usize) {
     if let Err(e) = pinned {
         tracing::debug!(cpu, error = %e, "cannot pin a UDP loop");
     }
+}
+
+/// A TCP listener; on IPv6 for IPv6 only, so that `[::]` and `0.0.0.0` can both be listened
+/// on with the same port.
+fn tcp_listener(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true)?;
+    }
+    socket.set_reuse_address(true)?; // restart while old connections sit in TIME_WAIT
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(1024)?;
+    tokio::net::TcpListener::from_std(socket.into())
+}
+
+/// Binds and drops a socket without SO_REUSEPORT: an error if the port is taken.
+fn udp_port_free(addr: SocketAddr) -> std::io::Result<()> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true)?; // as ours: [::] does not collide with our own 0.0.0.0
+    }
+    socket.bind(&addr.into())
 }
 
 fn udp_socket(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {

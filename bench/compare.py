@@ -35,6 +35,8 @@ import time
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 HR = os.path.join(ROOT, "target", "release", "healthroute-resolver")
+# The query mix every script sends: weighted, failover, multivalue, NODATA, NXDOMAIN.
+QUERIES = os.path.join(ROOT, "bench", "queries.txt")
 HEALTH_PORT = 18081
 # Addresses: weighted blue/green, failover primary/standby, multivalue trio.
 BLUE, GREEN, PRIMARY, STANDBY = "127.0.0.11", "127.0.0.12", "127.0.0.13", "127.0.0.14"
@@ -481,8 +483,7 @@ def main():
     for b in backends.values():
         b.start()
     tmp = tempfile.mkdtemp(prefix="hr-compare-")
-    qfile = os.path.join(tmp, "queries.txt")
-    open(qfile, "w").write("api.example.com A\nwww.example.com A\nlegacy.example.com A\napi.example.com AAAA\nnope.example.com A\n")
+    qfile = QUERIES
     qps = {k: {c: [] for c in (1, 10, 100)} for k in kinds}
     mean100 = {k: [] for k in kinds}
     tail = {k: [] for k in kinds}

@@ -23,13 +23,6 @@ fi
 cargo build --release -q -p healthroute-resolver
 
 HR_PORT=5390; KNOT_PORT=5391; ADMIN=127.0.0.1:9390
-cat > "$OUT/queries.txt" <<'Q'
-api.example.com A
-www.example.com A
-legacy.example.com A
-api.example.com AAAA
-nope.example.com A
-Q
 
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
@@ -74,11 +67,11 @@ done
 sleep 2 # let the quickstart's checker form its views
 
 full() { # port -> "qps mean_ms"
-  dnsperf -s 127.0.0.1 -p "$1" -d "$OUT/queries.txt" -l "$SECS" -c 20 -q 200 -T 1 2>/dev/null |
+  dnsperf -s 127.0.0.1 -p "$1" -d bench/queries.txt -l "$SECS" -c 20 -q 200 -T 1 2>/dev/null |
     awk '/Queries per second/ {q=$4} /Average Latency/ {m=$4*1000} END {printf "%.0f %.3f", q, m}'
 }
 half() { # port qps -> "p50_ms p99_ms"
-  dnsperf -s 127.0.0.1 -p "$1" -d "$OUT/queries.txt" -l "$SECS" -c 20 -q 200 -T 1 -Q "$2" -v 2>/dev/null |
+  dnsperf -s 127.0.0.1 -p "$1" -d bench/queries.txt -l "$SECS" -c 20 -q 200 -T 1 -Q "$2" -v 2>/dev/null |
     awk '$1 == ">" && $NF ~ /^[0-9.]+$/ {print $NF * 1000}' | sort -n |
     awk '{a[NR]=$1} END {if (NR==0) {print "n/a n/a"} else {printf "%.3f %.3f", a[int(NR*0.5)+1], a[int(NR*0.99)+1]}}'
 }

@@ -27,7 +27,6 @@ cpus=$(nproc)
 server_cpu=$((cpus - 1))
 client_cpu=0
 PORT=5392
-printf 'api.example.com A\nwww.example.com A\nlegacy.example.com A\napi.example.com AAAA\nnope.example.com A\n' >"$OUT/queries.txt"
 
 taskset -c "$server_cpu" target/release/healthroute-resolver --manifests examples/quickstart \
   --listen 127.0.0.1:$PORT --admin-listen 127.0.0.1:0 >"$OUT/resolver.log" 2>&1 &
@@ -39,7 +38,7 @@ for _ in $(seq 100); do
 done
 
 load() {
-  taskset -c "$client_cpu" dnsperf -s 127.0.0.1 -p $PORT -d "$OUT/queries.txt" -l $((SECS + 2)) \
+  taskset -c "$client_cpu" dnsperf -s 127.0.0.1 -p $PORT -d bench/queries.txt -l $((SECS + 2)) \
     -c 100 -q 200 -T 1 >"$OUT/dnsperf-$1.txt" 2>&1 &
   loader=$!
   sleep 1

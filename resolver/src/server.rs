@@ -116,15 +116,15 @@ pub async fn start(
     // part of its traffic (a stale resolver, say). A plain bind of every address first, before
     // any of ours, fails if anyone holds one.
     for addr in config.listen.iter().filter(|a| a.port() != 0) {
-        udp_port_free(*addr).map_err(|e| {
+        udp_socket(*addr, false).map_err(|e| {
             format!("cannot listen on UDP {addr}: {e} (is another server running?)")
         })?;
     }
     for addr in &config.listen {
         let mut bound = *addr;
         for i in 0..config.udp_sockets.max(1) {
-            let socket =
-                udp_socket(bound).map_err(|e| format!("cannot listen on UDP {bound}: {e}"))?;
+            let socket = udp_socket(bound, true)
+                .map_err(|e| format!("cannot listen on UDP {bound}: {e}"))?;
             if i == 0 {
                 bound = socket.local_addr().map_err(|e| e.to_string())?;
             }
@@ -279,20 +279,12 @@ fn tcp_listener(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
     tokio::net::TcpListener::from_std(socket.into())
 }
 
-/// Binds and drops a socket without SO_REUSEPORT: an error if the port is taken.
-fn udp_port_free(addr: SocketAddr) -> std::io::Result<()> {
+/// A UDP socket bound to `addr`; IPv6 for IPv6 only, so that `[::]` and `0.0.0.0` do not
+/// collide. Without `reuse_port` the bind fails if anyone holds the port.
+fn udp_socket(addr: SocketAddr, reuse_port: bool) -> std::io::Result<std::net::UdpSocket> {
     use socket2::{Domain, Protocol, Socket, Type};
     let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
-    if addr.is_ipv6() {
-        socket.set_only_v6(true)?; // as ours: [::] does not collide with our own 0.0.0.0
-    }
-    socket.bind(&addr.into())
-}
-
-fn udp_socket(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
-    use socket2::{Domain, Protocol, Socket, Type};
-    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
-    socket.set_reuse_port(true)?;
+    socket.set_reuse_port(reuse_port)?;
     if addr.is_ipv6() {
         socket.set_only_v6(true)?;
     }

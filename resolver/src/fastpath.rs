@@ -140,9 +140,14 @@ pub fn answer(
     }
     if let Some((apex_len, soa)) = soa {
         // The SOA's owner is the zone apex: the tail of the question name.
-        let offset = 12 + (n - apex_len);
-        out.extend_from_slice(&(0xC000u16 | offset as u16).to_be_bytes());
-        out.extend_from_slice(soa);
+        let pointer = (0xC000u16 | (12 + n - apex_len) as u16).to_be_bytes();
+        out.extend_from_slice(&pointer);
+        let base = out.len();
+        out.extend_from_slice(&soa.bytes);
+        // Its RDATA's names that end in the apex point there too.
+        for &at in soa.apex_pointers.iter() {
+            out[base + at..base + at + 2].copy_from_slice(&pointer);
+        }
         nscount = 1;
     }
     if edns {
@@ -303,6 +308,52 @@ mod tests {
             "the apex, as asked"
         );
         assert_eq!(m.edns.as_ref().map(|e| e.max_payload()), Some(1232));
+    }
+
+    // SEM-D2: the SOA's own names are compressed against the apex in the question when they
+    // end in it, and written in full when they do not.
+    #[test]
+    fn the_soa_names_are_compressed() {
+        let mut out = Vec::new();
+        let req = query("nope.Example.com.", HType::A, None);
+        assert!(matches!(
+            answer(&table(), &req, &mut out, &mut fastrand::Rng::with_seed(1)),
+            Fast::Reply { rcode: 3, .. }
+        ));
+        // header, question, SOA owner (pointer), type..rdlength, "ns"+pointer,
+        // "hostmaster"+pointer, five numbers: the size other servers answer with.
+        assert_eq!(out.len(), 12 + (18 + 4) + 2 + 10 + (3 + 2) + (11 + 2) + 20);
+        let m = Message::from_vec(&out).expect("valid");
+        let RData::SOA(soa) = &m.authorities[0].data else {
+            panic!("{:?}", m.authorities);
+        };
+        assert_eq!(soa.mname.to_ascii().to_lowercase(), "ns.example.com.");
+        assert_eq!(
+            soa.rname.to_ascii().to_lowercase(),
+            "hostmaster.example.com."
+        );
+        assert_eq!((soa.serial, soa.minimum), (0, 45));
+
+        let outside = ServingTable::build(
+            &RoutingTable::default(),
+            &[ZoneConfig {
+                apex: "example.com.".into(),
+                nameservers: vec!["ns1.provider.net.".into(), "ns2.provider.net.".into()],
+                default_ttl: 60,
+            }],
+            None,
+        )
+        .expect("builds");
+        let m = ask(&outside, &query("a.b.example.com.", HType::AAAA, None)).expect("fast");
+        let RData::SOA(soa) = &m.authorities[0].data else {
+            panic!("{:?}", m.authorities);
+        };
+        assert_eq!(soa.mname.to_ascii(), "ns1.provider.net.");
+        assert_eq!(
+            soa.rname.to_ascii().to_lowercase(),
+            "hostmaster.example.com."
+        );
+        assert_eq!(soa.minimum, 60);
     }
 
     // SEM-D4 SEM-D5 SEM-D6: whatever the fast path does not own goes to the full handler.

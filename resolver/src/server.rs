@@ -280,7 +280,8 @@ fn tcp_listener(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
 }
 
 /// A UDP socket bound to `addr`; IPv6 for IPv6 only, so that `[::]` and `0.0.0.0` do not
-/// collide. Without `reuse_port` the bind fails if anyone holds the port.
+/// collide. Without `reuse_port` the bind fails if anyone holds the port. Its replies are
+/// never fragmented ([`crate::sys::set_dont_fragment`]).
 fn udp_socket(addr: SocketAddr, reuse_port: bool) -> std::io::Result<std::net::UdpSocket> {
     use socket2::{Domain, Protocol, Socket, Type};
     let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
@@ -289,6 +290,7 @@ fn udp_socket(addr: SocketAddr, reuse_port: bool) -> std::io::Result<std::net::U
         socket.set_only_v6(true)?;
     }
     socket.bind(&addr.into())?;
+    crate::sys::set_dont_fragment(std::os::fd::AsFd::as_fd(&socket), addr.is_ipv6())?;
     Ok(socket.into())
 }
 
@@ -325,6 +327,29 @@ impl healthroute_operator::admin::AdminState for Shared {
         match self.table.load_full() {
             Some(_) => Ok(()),
             None => Err("no routing table yet".into()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::AsFd;
+
+    use super::*;
+
+    #[test]
+    fn udp_listeners_never_fragment_their_replies() {
+        let v4 = udp_socket("127.0.0.1:0".parse().expect("addr"), true).expect("IPv4 socket");
+        assert_eq!(
+            crate::sys::mtu_discover_mode(v4.as_fd(), false).expect("option"),
+            libc::IP_PMTUDISC_PROBE
+        );
+        // IPv6 may be missing in a sandbox.
+        if let Ok(v6) = udp_socket("[::1]:0".parse().expect("addr"), true) {
+            assert_eq!(
+                crate::sys::mtu_discover_mode(v6.as_fd(), true).expect("option"),
+                libc::IPV6_PMTUDISC_PROBE
+            );
         }
     }
 }

@@ -10,7 +10,9 @@ does not land on one server only.
 
 1. Throughput and latency: dnsperf on the same query mix (weighted, failover, multivalue,
    NODATA, NXDOMAIN) at 1, 10 and 100 concurrent clients, p99 at half of each server's own
-   full-load rate, plus full load with --names extra names loaded. Health endpoints are real
+   full-load rate, plus full load with --names extra names loaded. At 100 clients it also
+   reads each server's CPU time per query (its capacity per core) and how busy dnsperf was:
+   on a small machine dnsperf may saturate its core first, and then QPS ranks the client. Health endpoints are real
    HTTP servers on 127.0.0.11-17.
 2. Failover reaction: the primary's health endpoint stops and starts --flips times; every
    server's answers are sampled every 50 ms at the same time; each server at its tightest
@@ -23,6 +25,7 @@ import argparse
 import http.server
 import os
 import random
+import resource
 import shutil
 import socket
 import statistics
@@ -297,17 +300,38 @@ def wait_ready(port, deadline=30):
     return False
 
 
-def dnsperf(port, seconds, clients, qfile):
+def cpu_seconds(pid):
+    """User + system CPU time of process `pid` (all its threads) so far."""
+    try:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return float("nan")
+
+
+def children_cpu():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def dnsperf(port, seconds, clients, qfile, pid=None):
+    """QPS and mean latency (ms) of one dnsperf run; with `pid`, also the server's CPU time
+    per query (µs) and the share of a core dnsperf itself used (1.0: the client was the
+    bottleneck, not the server)."""
+    server0, client0 = cpu_seconds(pid) if pid else 0.0, children_cpu()
     out = subprocess.run([*on(CLIENT_CPUS), "dnsperf", "-s", "127.0.0.1", "-p", str(port), "-d", qfile, "-l", str(seconds),
                           "-c", str(clients), "-q", str(max(clients * 2, 2)), "-T", "1"],
                          capture_output=True, text=True).stdout
+    server_cpu = cpu_seconds(pid) - server0 if pid else float("nan")
+    client_share = (children_cpu() - client0) / seconds
     qps = mean = None
     for line in out.splitlines():
         if "Queries per second" in line:
             qps = float(line.split()[3])
         if "Average Latency" in line:
             mean = float(line.split()[3]) * 1000
-    return qps or 0.0, mean or 0.0
+    per_query = server_cpu * 1e6 / (qps * seconds) if qps else float("nan")
+    return qps or 0.0, mean or 0.0, per_query, client_share
 
 
 def p99(port, seconds, qps, qfile):
@@ -352,6 +376,11 @@ class Running:
             if not wait_ready(self.ports[kind]):
                 print(f"{kind}: did not start; see {self.dirs[kind]}/log", file=sys.stderr)
                 self.stop_one(kind)
+            elif SERVER_CPUS:
+                # Knot pins its UDP workers to CPUs of its own choosing (worker i to CPU i),
+                # which put it on dnsperf's CPU; hold every thread of every server to theirs.
+                subprocess.run(["taskset", "-a", "-p", "-c", ",".join(map(str, SERVER_CPUS)), str(self.procs[kind].pid)],
+                               stdout=subprocess.DEVNULL, check=False)
         time.sleep(3)  # let health checks settle
 
     def stop_one(self, kind):
@@ -486,6 +515,8 @@ def main():
     qfile = QUERIES
     qps = {k: {c: [] for c in (1, 10, 100)} for k in kinds}
     mean100 = {k: [] for k in kinds}
+    cpu100 = {k: [] for k in kinds}  # server CPU µs per query at 100 clients
+    client100 = {k: [] for k in kinds}  # share of a core dnsperf used at 100 clients
     tail = {k: [] for k in kinds}
     named, memory = {k: [] for k in kinds}, {}
     try:
@@ -496,10 +527,12 @@ def main():
                 order = order[r % len(order):] + order[:r % len(order)]  # who goes first rotates
                 for clients in (1, 10, 100):
                     for kind in order:
-                        q, m = dnsperf(servers.ports[kind], args.seconds, clients, qfile)
+                        q, m, cpu, client = dnsperf(servers.ports[kind], args.seconds, clients, qfile, servers.procs[kind].pid)
                         qps[kind][clients].append(q)
                         if clients == 100:
                             mean100[kind].append(m)
+                            cpu100[kind].append(cpu)
+                            client100[kind].append(client)
                 for kind in order:
                     tail[kind].append(p99(servers.ports[kind], args.seconds, median(qps[kind][100]) / 2, qfile))
                 print(f"round {r + 1} of {args.rounds} done", file=sys.stderr)
@@ -537,9 +570,21 @@ def main():
         print(f"| {LABEL[kind]} | {median(qps[kind][1]):,.0f} | {median(qps[kind][10]):,.0f} | {q100:,.0f} | {q100 / hr:.2f} | "
               f"{median(mean100[kind]):.3f} ms | {median(tail[kind]):.3f} ms | {median(named[kind]):,.0f} | "
               f"{memory.get(kind, 0) / 1024:.1f} MiB |")
-    print("\nEvery run (QPS at 1 / 10 / 100 clients; p99 in ms), round by round:\n")
+    hr_cpu = median(cpu100.get("healthroute", [])) or float("nan")
+    print("\nServer CPU at 100 clients: the server's own CPU time (all threads, /proc) per query answered, the rate "
+          "one core would answer at that cost, and how much of a core dnsperf used (near 1.00: the load generator, "
+          "not the server, set the QPS above):\n")
+    print("| server | CPU per query | QPS per server core | QPS per core / healthroute | dnsperf's share of its core |")
+    print("| --- | --- | --- | --- | --- |")
     for kind in kinds:
-        runs = " · ".join(f"{qps[kind][1][i]:,.0f} / {qps[kind][10][i]:,.0f} / {qps[kind][100][i]:,.0f}; {tail[kind][i]:.3f}"
+        if not cpu100[kind]:
+            continue
+        c = median(cpu100[kind])
+        print(f"| {LABEL[kind]} | {c:.2f} µs | {1e6 / c:,.0f} | {hr_cpu / c:.2f} | {median(client100[kind]):.2f} |")
+    print("\nEvery run (QPS at 1 / 10 / 100 clients; p99 in ms; CPU per query at 100 clients in µs), round by round:\n")
+    for kind in kinds:
+        runs = " · ".join(f"{qps[kind][1][i]:,.0f} / {qps[kind][10][i]:,.0f} / {qps[kind][100][i]:,.0f}; {tail[kind][i]:.3f}; "
+                          f"{cpu100[kind][i]:.2f}"
                           for i in range(len(tail[kind])))
         print(f"- {LABEL[kind]}: {runs}")
     down, up = reactions

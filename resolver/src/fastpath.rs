@@ -11,7 +11,7 @@
 //!
 //! Every answer it gives is one the hickory path would give (the e2e DNS tests run both).
 
-use crate::serving::{FastOutcome, ServingTable};
+use crate::serving::{FastOutcome, ServingTable, Tally};
 
 /// The result of [`answer`].
 pub enum Fast {
@@ -33,12 +33,14 @@ fn u16_at(b: &[u8], i: usize) -> Option<u16> {
     Some(u16::from_be_bytes([*b.get(i)?, *b.get(i + 1)?]))
 }
 
-/// Answers `req` into `out` when it is a plain query for a served name of a served type.
-pub fn answer(
-    table: &ServingTable,
+/// Answers `req` into `out` when it is a plain query for a served name of a served type;
+/// the answer is counted in `tally`.
+pub fn answer<'a>(
+    table: &'a ServingTable,
     req: &[u8],
     out: &mut Vec<u8>,
     rng: &mut fastrand::Rng,
+    tally: &mut Tally<'a>,
 ) -> Fast {
     if req.len() < 12 {
         return Fast::Fallback;
@@ -104,7 +106,7 @@ pub fn answer(
         return Fast::Fallback;
     }
 
-    let Some(outcome) = table.fast_lookup(qname, qtype, rng) else {
+    let Some(outcome) = table.fast_lookup(qname, qtype, rng, tally) else {
         return Fast::Fallback;
     };
     let (zone, rcode, answers, soa) = match outcome {
@@ -251,7 +253,13 @@ mod tests {
 
     fn ask(t: &ServingTable, req: &[u8]) -> Option<Message> {
         let mut out = Vec::new();
-        match answer(t, req, &mut out, &mut fastrand::Rng::with_seed(1)) {
+        match answer(
+            t,
+            req,
+            &mut out,
+            &mut fastrand::Rng::with_seed(1),
+            &mut Tally::default(),
+        ) {
             Fast::Reply { .. } => Some(Message::from_vec(&out).expect("a valid DNS message")),
             Fast::Fallback => None,
         }
@@ -317,7 +325,13 @@ mod tests {
         let mut out = Vec::new();
         let req = query("nope.Example.com.", HType::A, None);
         assert!(matches!(
-            answer(&table(), &req, &mut out, &mut fastrand::Rng::with_seed(1)),
+            answer(
+                &table(),
+                &req,
+                &mut out,
+                &mut fastrand::Rng::with_seed(1),
+                &mut Tally::default()
+            ),
             Fast::Reply { rcode: 3, .. }
         ));
         // header, question, SOA owner (pointer), type..rdlength, "ns"+pointer,
@@ -354,6 +368,33 @@ mod tests {
             "hostmaster.example.com."
         );
         assert_eq!(soa.minimum, 60);
+    }
+
+    // Fast-path answers are counted per group and set identifier, once each, when the
+    // batch's tally ends.
+    #[test]
+    fn answers_are_counted_once_each() {
+        let t = table();
+        let req = query("api.example.com.", HType::A, None);
+        let mut rng = fastrand::Rng::with_seed(1);
+        let mut out = Vec::new();
+        let counted = |t: &ServingTable| -> u64 {
+            t.groups()
+                .iter()
+                .filter(|g| &*g.compiled.key == "t/api")
+                .flat_map(|g| g.counters.by_set_identifier.iter())
+                .map(|(_, n)| n.load(std::sync::atomic::Ordering::Relaxed))
+                .sum()
+        };
+        {
+            let mut tally = Tally::default();
+            for _ in 0..40 {
+                let fast = answer(&t, &req, &mut out, &mut rng, &mut tally);
+                assert!(matches!(fast, Fast::Reply { .. }));
+            }
+            assert_eq!(counted(&t), 0, "added when the batch ends");
+        }
+        assert_eq!(counted(&t), 40);
     }
 
     // SEM-D4 SEM-D5 SEM-D6: whatever the fast path does not own goes to the full handler.

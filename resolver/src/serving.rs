@@ -64,6 +64,46 @@ pub struct GroupCounters {
     pub last_resort: AtomicU64,
 }
 
+/// Answers counted over one batch of fast-path queries, added to the table's counters when
+/// the tally is dropped: one atomic add per distinct counter per batch instead of one per
+/// answer, so that receive loops on different cores do not trade the counters' cache lines
+/// query by query. It borrows the counters, so it ends before the table snapshot does.
+#[derive(Default)]
+pub struct Tally<'a> {
+    counts: [(Option<&'a AtomicU64>, u64); Tally::CAPACITY],
+    len: usize,
+}
+
+impl<'a> Tally<'a> {
+    /// Distinct counters held; beyond them an answer is counted at once (never lost).
+    pub const CAPACITY: usize = 16;
+
+    fn add(&mut self, counter: &'a AtomicU64) {
+        let held = &mut self.counts[..self.len];
+        if let Some(entry) = held
+            .iter_mut()
+            .find(|(c, _)| c.is_some_and(|c| std::ptr::eq(c, counter)))
+        {
+            entry.1 += 1;
+        } else if self.len < Self::CAPACITY {
+            self.counts[self.len] = (Some(counter), 1);
+            self.len += 1;
+        } else {
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Drop for Tally<'_> {
+    fn drop(&mut self) {
+        for (counter, n) in &self.counts[..self.len] {
+            if let Some(counter) = counter {
+                counter.fetch_add(*n, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
 /// One group, ready to answer.
 pub struct ServingGroup {
     pub compiled: CompiledGroup<Record>,
@@ -348,28 +388,36 @@ impl ServingTable {
         }
     }
 
-    fn count(group: &ServingGroup, set_identifier: &Arc<str>, last_resort: bool) {
+    /// Counts one answer of `group` into `add`.
+    fn count<'a>(
+        group: &'a ServingGroup,
+        set_identifier: &Arc<str>,
+        last_resort: bool,
+        mut add: impl FnMut(&'a AtomicU64),
+    ) {
         if let Some((_, n)) = group
             .counters
             .by_set_identifier
             .iter()
             .find(|(k, _)| Arc::ptr_eq(k, set_identifier) || k == set_identifier)
         {
-            n.fetch_add(1, Ordering::Relaxed);
+            add(n);
         }
         if last_resort {
-            group.counters.last_resort.fetch_add(1, Ordering::Relaxed);
+            add(&group.counters.last_resort);
         }
     }
 
     /// The fast path's lookup: `qname` is the lower-case wire-format question name. `None`
-    /// when the name lies in no served zone (the full path forwards or refuses it).
-    pub fn fast_lookup(
-        &self,
+    /// when the name lies in no served zone (the full path forwards or refuses it). The
+    /// answer is counted in `tally`.
+    pub fn fast_lookup<'a>(
+        &'a self,
         qname: &[u8],
         qtype: u16,
         rng: &mut fastrand::Rng,
-    ) -> Option<FastOutcome<'_>> {
+        tally: &mut Tally<'a>,
+    ) -> Option<FastOutcome<'a>> {
         let (zone_index, zone) = self
             .zones
             .iter()
@@ -409,7 +457,9 @@ impl ServingTable {
         let resolved = resolve_with(&group.wire, rng, |key| {
             self.by_key.get(key).map(|&i| &self.groups[i].wire)
         })?;
-        Self::count(group, resolved.set_identifier, resolved.last_resort);
+        Self::count(group, resolved.set_identifier, resolved.last_resort, |c| {
+            tally.add(c)
+        });
         Some(FastOutcome::Answer {
             zone: zone_index,
             records: resolved.values,
@@ -422,7 +472,9 @@ impl ServingTable {
         else {
             return Outcome::NoData(&self.zones[0].soa);
         };
-        Self::count(group, resolved.set_identifier, resolved.last_resort);
+        Self::count(group, resolved.set_identifier, resolved.last_resort, |c| {
+            c.fetch_add(1, Ordering::Relaxed);
+        });
         Outcome::Answer(match resolved.values {
             ResolvedValues::Slice(s) => AnswerRecords::Slice(s),
             ResolvedValues::Sample(s) => AnswerRecords::Sample(s),
@@ -601,4 +653,26 @@ fn is_label_prefix(prefix: &[u8]) -> bool {
         i += usize::from(prefix[i]) + 1;
     }
     i == prefix.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tally_adds_every_answer_once() {
+        let counters: Vec<AtomicU64> = (0..40).map(|_| AtomicU64::new(0)).collect();
+        {
+            let mut tally = Tally::default();
+            for _ in 0..3 {
+                for c in &counters {
+                    tally.add(c);
+                }
+            }
+            // The first CAPACITY counters are held until the end; the rest were added at once.
+            assert_eq!(counters[0].load(Ordering::Relaxed), 0);
+            assert_eq!(counters[Tally::CAPACITY].load(Ordering::Relaxed), 3);
+        }
+        assert!(counters.iter().all(|c| c.load(Ordering::Relaxed) == 3));
+    }
 }

@@ -29,6 +29,7 @@ use tokio::runtime::Handle;
 use crate::fastpath::{self, Fast};
 use crate::handler::{DnsHandler, MAX_UDP_PAYLOAD};
 use crate::metrics::QueryBatch;
+use crate::serving::Tally;
 
 /// Datagrams taken from the socket per `recvmmsg` call (and replies per `sendmmsg`).
 const BATCH: usize = 16;
@@ -80,6 +81,8 @@ pub fn serve(socket: Arc<UdpSocket>, handler: DnsHandler, runtime: Handle, stop:
         };
         let start = Instant::now();
         let table = handler.shared.table.load();
+        // Declared after the snapshot, so dropped (and added to its counters) before it.
+        let mut tally = Tally::default();
         for i in 0..n {
             answered[i] = None;
             let (len, Some(src)) = received[i] else {
@@ -87,7 +90,7 @@ pub fn serve(socket: Arc<UdpSocket>, handler: DnsHandler, runtime: Handle, stop:
             };
             let request = &bufs[i][..len];
             let fast = match table.as_deref() {
-                Some(table) => fastpath::answer(table, request, &mut outs[i], &mut rng),
+                Some(table) => fastpath::answer(table, request, &mut outs[i], &mut rng, &mut tally),
                 None => Fast::Fallback,
             };
             match fast {

@@ -439,6 +439,15 @@ fn a_burst_is_answered_query_by_query() {
         );
     }
     assert_eq!(got, expect);
+    // Every answer is counted once, under the group and set identifier that gave it: the
+    // weighted name was answered once alone and 20 times in the burst.
+    let metrics = r.metrics();
+    let api: u64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("healthroute_answers_total{record_group=\"t/api\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum();
+    assert_eq!(api, 21, "{metrics}");
 }
 
 /// A one-shot upstream: answers every query with 203.0.113.77 for whatever was asked.

@@ -10,7 +10,7 @@ does not land on one server only.
 
 1. Throughput and latency: dnsperf on the same query mix (weighted, failover, multivalue,
    NODATA, NXDOMAIN) at 1, 10 and 100 concurrent clients, p99 at half of each server's own
-   full-load rate, plus full load with --names extra names loaded. At 100 clients it also
+   full-load rate and at one rate for all (--same-rate), plus full load with --names extra names loaded. At 100 clients it also
    reads each server's CPU time per query (its capacity per core) and how busy dnsperf was:
    on a small machine dnsperf may saturate its core first, and then QPS ranks the client. Health endpoints are real
    HTTP servers on 127.0.0.11-17.
@@ -350,6 +350,14 @@ def p99(port, seconds, qps, qfile):
     return lat[int(len(lat) * 0.99)] if lat else float("nan")
 
 
+def common_rate(rates):
+    """One offered rate that every server within 4x of the fastest sustains: half of the slowest
+    of them. (PowerDNS, 100 times slower, is left out rather than dragging the rate down.)"""
+    best = max(rates.values(), default=0)
+    able = [q for q in rates.values() if q * 4 >= best and q > 0]
+    return int(min(able) / 2 / 1000) * 1000 if able else 0
+
+
 def rss_kib(pid):
     try:
         for line in open(f"/proc/{pid}/status"):
@@ -479,6 +487,9 @@ def main():
     ap.add_argument("--names", type=int, default=10000)
     ap.add_argument("--shared-cpus", action="store_true",
                     help="let servers and dnsperf share every core (default: servers on the upper half, dnsperf on the lower)")
+    ap.add_argument("--same-rate", type=int, default=None, metavar="QPS",
+                    help="offered rate of the p99 comparison at one load for all (default: half of the slowest 100-client "
+                         "rate among the servers within 4x of the fastest, from round 1)")
     ap.add_argument("--only", nargs="*", default=SERVERS, choices=SERVERS)
     ap.add_argument("--hr-variant", action="append", default=[], metavar="LABEL=ARGS",
                     help="also run healthroute with these extra arguments, e.g. 'unpinned=--udp-cpu-affinity off'")
@@ -518,6 +529,8 @@ def main():
     cpu100 = {k: [] for k in kinds}  # server CPU µs per query at 100 clients
     client100 = {k: [] for k in kinds}  # share of a core dnsperf used at 100 clients
     tail = {k: [] for k in kinds}
+    same_tail = {k: [] for k in kinds}  # p99 at one offered rate for every server that can take it
+    same_rate, same_kinds = args.same_rate, None
     named, memory = {k: [] for k in kinds}, {}
     try:
         servers = Running(kinds, 0, tmp, hr_args)
@@ -533,8 +546,14 @@ def main():
                             mean100[kind].append(m)
                             cpu100[kind].append(cpu)
                             client100[kind].append(client)
+                if same_kinds is None:  # fixed in round 1: the rate, and who can take it
+                    rates = {k: median(qps[k][100]) for k in order}
+                    same_rate = same_rate or common_rate(rates)
+                    same_kinds = {k for k, q in rates.items() if q >= same_rate * 1.5}
                 for kind in order:
                     tail[kind].append(p99(servers.ports[kind], args.seconds, median(qps[kind][100]) / 2, qfile))
+                    if kind in same_kinds:
+                        same_tail[kind].append(p99(servers.ports[kind], args.seconds, same_rate, qfile))
                 print(f"round {r + 1} of {args.rounds} done", file=sys.stderr)
             reactions = reaction({k: p for k, p in servers.ports.items() if k != "knot"}, backends, args.flips)
         finally:
@@ -560,15 +579,16 @@ def main():
           f"{os.cpu_count()} cores ({placement}), {time.strftime('%Y-%m-%d %H:%MZ', time.gmtime())}; "
           "query mix: weighted, failover, multivalue, NODATA, NXDOMAIN\n")
     print("| server | QPS, 1 client | QPS, 10 | QPS, 100 | QPS, 100 / healthroute | mean latency at 100 | p99 at half load | "
-          f"QPS with {args.names:,} names | RSS with {args.names:,} names |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          f"p99 at {same_rate or 0:,} QPS | QPS with {args.names:,} names | RSS with {args.names:,} names |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for kind in kinds:
         if not qps[kind][100]:
-            print(f"| {LABEL[kind]} | did not start | | | | | | | |")
+            print(f"| {LABEL[kind]} | did not start | | | | | | | | |")
             continue
         q100 = median(qps[kind][100])
+        same = f"{median(same_tail[kind]):.3f} ms" if same_tail[kind] else "(cannot take it)"
         print(f"| {LABEL[kind]} | {median(qps[kind][1]):,.0f} | {median(qps[kind][10]):,.0f} | {q100:,.0f} | {q100 / hr:.2f} | "
-              f"{median(mean100[kind]):.3f} ms | {median(tail[kind]):.3f} ms | {median(named[kind]):,.0f} | "
+              f"{median(mean100[kind]):.3f} ms | {median(tail[kind]):.3f} ms | {same} | {median(named[kind]):,.0f} | "
               f"{memory.get(kind, 0) / 1024:.1f} MiB |")
     hr_cpu = median(cpu100.get("healthroute", [])) or float("nan")
     print("\nServer CPU at 100 clients: the server's own CPU time (all threads, /proc) per query answered, the rate "
@@ -581,10 +601,12 @@ def main():
             continue
         c = median(cpu100[kind])
         print(f"| {LABEL[kind]} | {c:.2f} µs | {1e6 / c:,.0f} | {hr_cpu / c:.2f} | {median(client100[kind]):.2f} |")
-    print("\nEvery run (QPS at 1 / 10 / 100 clients; p99 in ms; CPU per query at 100 clients in µs), round by round:\n")
+    print("\nEvery run (QPS at 1 / 10 / 100 clients; p99 at half load / at the same rate, in ms; CPU per query at 100 "
+          "clients in µs), round by round:\n")
     for kind in kinds:
-        runs = " · ".join(f"{qps[kind][1][i]:,.0f} / {qps[kind][10][i]:,.0f} / {qps[kind][100][i]:,.0f}; {tail[kind][i]:.3f}; "
-                          f"{cpu100[kind][i]:.2f}"
+        same = same_tail[kind] or [float("nan")] * len(tail[kind])
+        runs = " · ".join(f"{qps[kind][1][i]:,.0f} / {qps[kind][10][i]:,.0f} / {qps[kind][100][i]:,.0f}; {tail[kind][i]:.3f} / "
+                          f"{same[i]:.3f}; {cpu100[kind][i]:.2f}"
                           for i in range(len(tail[kind])))
         print(f"- {LABEL[kind]}: {runs}")
     down, up = reactions

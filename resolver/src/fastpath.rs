@@ -11,7 +11,8 @@
 //!
 //! Every answer it gives is one the hickory path would give (the e2e DNS tests run both).
 
-use crate::serving::{FastOutcome, ServingTable, Tally};
+use crate::metrics::Tally;
+use crate::serving::{FastOutcome, ServingTable};
 
 /// The result of [`answer`].
 pub enum Fast {

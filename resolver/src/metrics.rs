@@ -23,26 +23,43 @@ const BUCKETS_US: [u64; 11] = [
     10, 25, 50, 100, 250, 500, 1_000, 2_500, 10_000, 100_000, 1_000_000,
 ];
 
-/// Query counts gathered over one receive batch, by counter slot ([`Metrics::slot`]).
-#[derive(Debug, Default)]
-pub struct QueryBatch {
-    slots: [(usize, u64); QueryBatch::CAPACITY],
+/// Counter increments gathered over one receive batch and added when the tally is dropped:
+/// one atomic add per distinct counter per batch instead of one per query, so that receive
+/// loops on different cores do not trade the counters' cache lines query by query. It
+/// borrows the counters (the query counters here, the answer counters of the table
+/// snapshot), so it ends before the snapshot does.
+#[derive(Default)]
+pub struct Tally<'a> {
+    counts: [(Option<&'a AtomicU64>, u64); Tally::CAPACITY],
     len: usize,
-    total: u64,
 }
 
-impl QueryBatch {
-    /// Distinct slots a batch holds; the UDP loop's batch is no larger (checked at compile
-    /// time there), so no query goes uncounted.
+impl<'a> Tally<'a> {
+    /// Distinct counters held; beyond them an increment is added at once (never lost).
     pub const CAPACITY: usize = 16;
 
-    pub fn add(&mut self, slot: usize) {
-        self.total += 1;
-        if let Some(entry) = self.slots[..self.len].iter_mut().find(|(s, _)| *s == slot) {
+    pub fn add(&mut self, counter: &'a AtomicU64) {
+        let held = &mut self.counts[..self.len];
+        if let Some(entry) = held
+            .iter_mut()
+            .find(|(c, _)| c.is_some_and(|c| std::ptr::eq(c, counter)))
+        {
             entry.1 += 1;
-        } else if self.len < self.slots.len() {
-            self.slots[self.len] = (slot, 1);
+        } else if self.len < Self::CAPACITY {
+            self.counts[self.len] = (Some(counter), 1);
             self.len += 1;
+        } else {
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Drop for Tally<'_> {
+    fn drop(&mut self) {
+        for (counter, n) in &self.counts[..self.len] {
+            if let Some(counter) = counter {
+                counter.fetch_add(*n, Ordering::Relaxed);
+            }
         }
     }
 }
@@ -83,13 +100,18 @@ impl Metrics {
         rcode: ResponseCode,
         elapsed: Duration,
     ) {
-        let mut batch = QueryBatch::default();
-        batch.add(self.slot(zone, qtype, rcode));
-        self.record_batch(&batch, elapsed);
+        self.query_counter(zone, qtype, rcode)
+            .fetch_add(1, Ordering::Relaxed);
+        self.record_latency(1, elapsed);
     }
 
-    /// The counter slot of a (zone, type, rcode).
-    pub fn slot(&self, zone: Option<usize>, qtype: RecordType, rcode: ResponseCode) -> usize {
+    /// The counter of queries in `zone` (none: outside every zone) of `qtype` answered `rcode`.
+    pub fn query_counter(
+        &self,
+        zone: Option<usize>,
+        qtype: RecordType,
+        rcode: ResponseCode,
+    ) -> &AtomicU64 {
         let z = zone.unwrap_or(self.zones.len()).min(self.zones.len());
         let t = match qtype {
             RecordType::A => 0,
@@ -110,27 +132,23 @@ impl Metrics {
             ResponseCode::Refused => 5,
             _ => 6,
         };
-        (z * TYPES.len() + t) * RCODES.len() + r
+        &self.queries[(z * TYPES.len() + t) * RCODES.len() + r]
     }
 
-    /// Records a batch of queries answered together, `elapsed` after they arrived: one
-    /// atomic add per distinct counter rather than three per query, so that receive loops on
-    /// different cores do not trade the counters' cache lines query by query.
-    pub fn record_batch(&self, batch: &QueryBatch, elapsed: Duration) {
-        if batch.total == 0 {
+    /// Records the latency of `queries` answered together, `elapsed` after they arrived (a
+    /// receive batch shares one clock reading, and three atomic adds).
+    pub fn record_latency(&self, queries: u64, elapsed: Duration) {
+        if queries == 0 {
             return;
-        }
-        for &(slot, n) in &batch.slots[..batch.len] {
-            self.queries[slot].fetch_add(n, Ordering::Relaxed);
         }
         let us = elapsed.as_micros() as u64;
         let bucket = BUCKETS_US
             .iter()
             .position(|b| us <= *b)
             .unwrap_or(BUCKETS_US.len());
-        self.latency[bucket].fetch_add(batch.total, Ordering::Relaxed);
+        self.latency[bucket].fetch_add(queries, Ordering::Relaxed);
         self.latency_sum_us
-            .fetch_add(us * batch.total, Ordering::Relaxed);
+            .fetch_add(us * queries, Ordering::Relaxed);
     }
 
     pub fn table_loaded(&self) {
@@ -268,13 +286,15 @@ mod tests {
     #[test]
     fn a_batch_counts_every_query_once() {
         let m = Metrics::new(vec!["example.com.".into()]);
-        let mut batch = QueryBatch::default();
-        let a = m.slot(Some(0), RecordType::A, ResponseCode::NoError);
-        let nx = m.slot(Some(0), RecordType::A, ResponseCode::NXDomain);
-        for slot in [a, a, nx, a] {
-            batch.add(slot);
+        {
+            let mut batch = Tally::default();
+            let a = m.query_counter(Some(0), RecordType::A, ResponseCode::NoError);
+            let nx = m.query_counter(Some(0), RecordType::A, ResponseCode::NXDomain);
+            for counter in [a, a, nx, a] {
+                batch.add(counter);
+            }
         }
-        m.record_batch(&batch, Duration::from_micros(40));
+        m.record_latency(4, Duration::from_micros(40));
         m.record_query(None, RecordType::SOA, ResponseCode::Refused, Duration::ZERO);
         let text = m.render(None);
         for line in [
@@ -288,5 +308,22 @@ mod tests {
         ] {
             assert!(text.contains(line), "missing {line} in\n{text}");
         }
+    }
+
+    #[test]
+    fn a_tally_adds_every_increment_once() {
+        let counters: Vec<AtomicU64> = (0..40).map(|_| AtomicU64::new(0)).collect();
+        {
+            let mut tally = Tally::default();
+            for _ in 0..3 {
+                for c in &counters {
+                    tally.add(c);
+                }
+            }
+            // The first CAPACITY counters are held until the end; the rest were added at once.
+            assert_eq!(counters[0].load(Ordering::Relaxed), 0);
+            assert_eq!(counters[Tally::CAPACITY].load(Ordering::Relaxed), 3);
+        }
+        assert!(counters.iter().all(|c| c.load(Ordering::Relaxed) == 3));
     }
 }

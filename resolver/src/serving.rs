@@ -23,6 +23,8 @@ use healthroute_table::{
 use hickory_proto::rr::rdata::{A, AAAA, CNAME, HINFO, NS, SOA, TXT};
 use hickory_proto::rr::{LowerName, Name, RData, Record, RecordType};
 
+use crate::metrics::Tally;
+
 /// One served zone: its apex and the records only the apex has.
 #[derive(Debug, Clone)]
 pub struct ZoneConfig {
@@ -62,46 +64,6 @@ pub struct SoaTail {
 pub struct GroupCounters {
     pub by_set_identifier: Vec<(Arc<str>, AtomicU64)>,
     pub last_resort: AtomicU64,
-}
-
-/// Answers counted over one batch of fast-path queries, added to the table's counters when
-/// the tally is dropped: one atomic add per distinct counter per batch instead of one per
-/// answer, so that receive loops on different cores do not trade the counters' cache lines
-/// query by query. It borrows the counters, so it ends before the table snapshot does.
-#[derive(Default)]
-pub struct Tally<'a> {
-    counts: [(Option<&'a AtomicU64>, u64); Tally::CAPACITY],
-    len: usize,
-}
-
-impl<'a> Tally<'a> {
-    /// Distinct counters held; beyond them an answer is counted at once (never lost).
-    pub const CAPACITY: usize = 16;
-
-    fn add(&mut self, counter: &'a AtomicU64) {
-        let held = &mut self.counts[..self.len];
-        if let Some(entry) = held
-            .iter_mut()
-            .find(|(c, _)| c.is_some_and(|c| std::ptr::eq(c, counter)))
-        {
-            entry.1 += 1;
-        } else if self.len < Self::CAPACITY {
-            self.counts[self.len] = (Some(counter), 1);
-            self.len += 1;
-        } else {
-            counter.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-}
-
-impl Drop for Tally<'_> {
-    fn drop(&mut self) {
-        for (counter, n) in &self.counts[..self.len] {
-            if let Some(counter) = counter {
-                counter.fetch_add(*n, Ordering::Relaxed);
-            }
-        }
-    }
 }
 
 /// One group, ready to answer.
@@ -653,26 +615,4 @@ fn is_label_prefix(prefix: &[u8]) -> bool {
         i += usize::from(prefix[i]) + 1;
     }
     i == prefix.len()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_tally_adds_every_answer_once() {
-        let counters: Vec<AtomicU64> = (0..40).map(|_| AtomicU64::new(0)).collect();
-        {
-            let mut tally = Tally::default();
-            for _ in 0..3 {
-                for c in &counters {
-                    tally.add(c);
-                }
-            }
-            // The first CAPACITY counters are held until the end; the rest were added at once.
-            assert_eq!(counters[0].load(Ordering::Relaxed), 0);
-            assert_eq!(counters[Tally::CAPACITY].load(Ordering::Relaxed), 3);
-        }
-        assert!(counters.iter().all(|c| c.load(Ordering::Relaxed) == 3));
-    }
 }

@@ -28,12 +28,10 @@ use tokio::runtime::Handle;
 
 use crate::fastpath::{self, Fast};
 use crate::handler::{DnsHandler, MAX_UDP_PAYLOAD};
-use crate::metrics::QueryBatch;
-use crate::serving::Tally;
+use crate::metrics::Tally;
 
 /// Datagrams taken from the socket per `recvmmsg` call (and replies per `sendmmsg`).
 const BATCH: usize = 16;
-const _: () = assert!(BATCH <= QueryBatch::CAPACITY);
 /// Receive buffer per datagram: larger than any query we answer (EDNS or not).
 const RECV_BUF: usize = 4096;
 
@@ -81,6 +79,7 @@ pub fn serve(socket: Arc<UdpSocket>, handler: DnsHandler, runtime: Handle, stop:
         };
         let start = Instant::now();
         let table = handler.shared.table.load();
+        let metrics = &handler.shared.metrics;
         // Declared after the snapshot, so dropped (and added to its counters) before it.
         let mut tally = Tally::default();
         for i in 0..n {
@@ -115,16 +114,16 @@ pub fn serve(socket: Arc<UdpSocket>, handler: DnsHandler, runtime: Handle, stop:
         crate::sys::send_batch(socket.as_fd(), &replies, |i, e| {
             tracing::debug!(error = %e, dst = %replies[i].1, "UDP send failed");
         });
-        let metrics = &handler.shared.metrics;
-        let mut batch = QueryBatch::default();
+        let mut count = 0;
         for (zone, qtype, rcode) in answered[..n].iter().flatten() {
-            batch.add(metrics.slot(
+            tally.add(metrics.query_counter(
                 Some(*zone),
                 RecordType::from(*qtype),
                 ResponseCode::from(0, *rcode),
             ));
+            count += 1;
         }
-        metrics.record_batch(&batch, start.elapsed());
+        metrics.record_latency(count, start.elapsed());
     }
 }
 

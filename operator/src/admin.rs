@@ -16,6 +16,26 @@ pub trait AdminState: Send + Sync + 'static {
 }
 
 /// Serves until the listener fails. Each connection gets one response.
+/// Reads into `buf` until the request head is complete (a blank line ends it) or `buf` is
+/// full; a request may arrive in several segments, and its first read may hold only part of
+/// the request line. `None` when the peer closes first or the read fails.
+async fn read_head(
+    stream: &mut (impl tokio::io::AsyncRead + Unpin),
+    buf: &mut [u8],
+) -> Option<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match stream.read(&mut buf[n..]).await {
+            Ok(0) | Err(_) => return None,
+            Ok(read) => n += read,
+        }
+        if buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
+            break;
+        }
+    }
+    Some(n)
+}
+
 pub async fn serve(listener: TcpListener, state: Arc<dyn AdminState>) {
     loop {
         let Ok((mut stream, _)) = listener.accept().await else {
@@ -25,10 +45,11 @@ pub async fn serve(listener: TcpListener, state: Arc<dyn AdminState>) {
         let state = state.clone();
         tokio::spawn(async move {
             let mut buf = [0u8; 2048];
-            let n = match tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf)).await
-            {
-                Ok(Ok(n)) => n,
-                _ => return,
+            let Ok(Some(n)) =
+                tokio::time::timeout(Duration::from_secs(5), read_head(&mut stream, &mut buf))
+                    .await
+            else {
+                return;
             };
             let request = String::from_utf8_lossy(&buf[..n]);
             let path = request.split_whitespace().nth(1).unwrap_or("/");
@@ -47,5 +68,49 @@ pub async fn serve(listener: TcpListener, state: Arc<dyn AdminState>) {
             );
             let _ = stream.write_all(response.as_bytes()).await;
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Fixed;
+    impl AdminState for Fixed {
+        fn metrics(&self) -> String {
+            "healthroute_up 1\n".into()
+        }
+        fn ready(&self) -> Result<(), String> {
+            Ok(())
+        }
+    }
+
+    // A request that arrives in pieces (here a byte at a time up to the path) is answered as
+    // a whole: the first read used to see "GET " alone and answer 404.
+    #[tokio::test]
+    async fn a_request_in_pieces_is_read_whole() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(serve(listener, Arc::new(Fixed)));
+        let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        stream.set_nodelay(true).expect("nodelay");
+        for piece in [
+            "G",
+            "ET ",
+            "/met",
+            "rics HTTP/1.1\r\n",
+            "Host: x\r\n",
+            "\r\n",
+        ] {
+            stream.write_all(piece.as_bytes()).await.expect("write");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let mut response = String::new();
+        tokio::time::timeout(Duration::from_secs(5), stream.read_to_string(&mut response))
+            .await
+            .expect("in time")
+            .expect("read");
+        assert!(response.starts_with("HTTP/1.1 200 OK"), "{response}");
+        assert!(response.ends_with("healthroute_up 1\n"), "{response}");
     }
 }

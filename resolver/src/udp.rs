@@ -80,7 +80,7 @@ pub fn serve(socket: Arc<UdpSocket>, handler: DnsHandler, runtime: Handle, stop:
         let start = Instant::now();
         let table = handler.shared.table.load();
         let metrics = &handler.shared.metrics;
-        // Declared after the snapshot, so dropped (and added to its counters) before it.
+        // Borrows the snapshot's counters: declared after it, and dropped before the send.
         let mut tally = Tally::default();
         for i in 0..n {
             answered[i] = None;
@@ -105,15 +105,8 @@ pub fn serve(socket: Arc<UdpSocket>, handler: DnsHandler, runtime: Handle, stop:
                 }
             }
         }
-        let mut replies: Vec<(&[u8], &SockaddrStorage)> = Vec::with_capacity(n);
-        for i in 0..n {
-            if let (Some(_), (_, Some(src))) = (answered[i], &received[i]) {
-                replies.push((&outs[i], src));
-            }
-        }
-        crate::sys::send_batch(socket.as_fd(), &replies, |i, e| {
-            tracing::debug!(error = %e, dst = %replies[i].1, "UDP send failed");
-        });
+        // Counted before the replies leave: a client that has its answer finds it in the
+        // metrics.
         let mut count = 0;
         for (zone, qtype, rcode) in answered[..n].iter().flatten() {
             tally.add(metrics.query_counter(
@@ -123,6 +116,16 @@ pub fn serve(socket: Arc<UdpSocket>, handler: DnsHandler, runtime: Handle, stop:
             ));
             count += 1;
         }
+        drop(tally);
+        let mut replies: Vec<(&[u8], &SockaddrStorage)> = Vec::with_capacity(n);
+        for i in 0..n {
+            if let (Some(_), (_, Some(src))) = (answered[i], &received[i]) {
+                replies.push((&outs[i], src));
+            }
+        }
+        crate::sys::send_batch(socket.as_fd(), &replies, |i, e| {
+            tracing::debug!(error = %e, dst = %replies[i].1, "UDP send failed");
+        });
         metrics.record_latency(count, start.elapsed());
     }
 }

@@ -89,18 +89,11 @@ fn send_chunk(
 /// identification at 0 instead of hashing the destination into a table of counters shared
 /// by every core (`__ip_select_ident`, 4.4% of the resolver's CPU under load before this).
 pub fn set_dont_fragment(fd: BorrowedFd<'_>, ipv6: bool) -> io::Result<()> {
-    let (level, name, value) = if ipv6 {
-        (
-            libc::IPPROTO_IPV6,
-            libc::IPV6_MTU_DISCOVER,
-            libc::IPV6_PMTUDISC_PROBE,
-        )
+    let (level, name) = mtu_discover_option(ipv6);
+    let value = if ipv6 {
+        libc::IPV6_PMTUDISC_PROBE
     } else {
-        (
-            libc::IPPROTO_IP,
-            libc::IP_MTU_DISCOVER,
-            libc::IP_PMTUDISC_PROBE,
-        )
+        libc::IP_PMTUDISC_PROBE
     };
     // SAFETY: the value is a c_int that outlives the call, passed with its true length.
     let rc = unsafe {
@@ -119,14 +112,19 @@ pub fn set_dont_fragment(fd: BorrowedFd<'_>, ipv6: bool) -> io::Result<()> {
     }
 }
 
-/// The socket's `IP_MTU_DISCOVER` (or `IPV6_MTU_DISCOVER`) mode.
-#[cfg(test)]
-pub fn mtu_discover_mode(fd: BorrowedFd<'_>, ipv6: bool) -> io::Result<libc::c_int> {
-    let (level, name) = if ipv6 {
+/// The level and name of the path-MTU discovery option of the socket's family.
+fn mtu_discover_option(ipv6: bool) -> (libc::c_int, libc::c_int) {
+    if ipv6 {
         (libc::IPPROTO_IPV6, libc::IPV6_MTU_DISCOVER)
     } else {
         (libc::IPPROTO_IP, libc::IP_MTU_DISCOVER)
-    };
+    }
+}
+
+/// The socket's `IP_MTU_DISCOVER` (or `IPV6_MTU_DISCOVER`) mode.
+#[cfg(test)]
+pub fn mtu_discover_mode(fd: BorrowedFd<'_>, ipv6: bool) -> io::Result<libc::c_int> {
+    let (level, name) = mtu_discover_option(ipv6);
     let mut value: libc::c_int = -1;
     let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
     // SAFETY: value and len outlive the call; len is value's size, which the kernel honours.

@@ -250,6 +250,10 @@ struct Loader {
     slices: Vec<EndpointSlice>,
     cluster_ips: BTreeMap<ObjectKey, Vec<std::net::IpAddr>>,
     errors: Vec<ManifestError>,
+    /// The CRDs' CEL rules, compiled once per kind for the whole load: compiling them for
+    /// every object made a directory of 10,000 RecordGroups take 12 s to load.
+    cel: Option<kube::core::cel::Validator>,
+    compiled: BTreeMap<String, kube::core::cel::CompiledSchema>,
 }
 
 struct Doc<'a> {
@@ -399,7 +403,12 @@ impl Loader {
         let schema = schema_for::<K>();
         let mut problems = Vec::new();
         check_bounds(schema, &defaulted, String::new(), &mut problems);
-        if let Err(errs) = kube::core::cel::Validator::new().validate(schema, &defaulted, None) {
+        let compiled = self
+            .compiled
+            .entry(K::crd_name().to_owned())
+            .or_insert_with(|| kube::core::cel::compile_schema(schema));
+        let validator = self.cel.get_or_insert_with(kube::core::cel::Validator::new);
+        if let Err(errs) = validator.validate_compiled(compiled, &defaulted, None) {
             problems.extend(
                 errs.into_vec()
                     .into_iter()
@@ -661,6 +670,32 @@ spec: {awayFrom: zone-b, target: {recordGroup: api}, expiresIn: 100h}
                 .any(|e| e.contains("ZonalShift default/long") && e.contains("1m to 72h")),
             "{text:#?}"
         );
+    }
+
+    // The CEL rules are compiled once per load and still judge every object: the second and
+    // third HealthCheck are held to the same rule as the first.
+    #[test]
+    fn cel_rules_judge_every_object_of_a_kind() {
+        let text: String = ["a", "b", "c"]
+            .iter()
+            .map(|n| {
+                format!(
+                    "---\napiVersion: healthroute.io/v1alpha1\nkind: HealthCheck\nmetadata: {{name: {n}, namespace: shop}}\n\
+                     spec: {{type: HTTP, target: {{address: 192.0.2.10, port: 80, path: healthz}}}}\n"
+                )
+            })
+            .collect();
+        let errs = load(&text).expect_err("rejected").0;
+        for n in ["a", "b", "c"] {
+            assert!(
+                errs.iter().any(|e| {
+                    let e = e.to_string();
+                    e.contains(&format!("HealthCheck shop/{n}"))
+                        && e.contains("path must start with /")
+                }),
+                "{errs:#?}"
+            );
+        }
     }
 
     #[test]

@@ -15,7 +15,6 @@ pub trait AdminState: Send + Sync + 'static {
     fn ready(&self) -> Result<(), String>;
 }
 
-/// Serves until the listener fails. Each connection gets one response.
 /// Reads into `buf` until the request head is complete (a blank line ends it) or `buf` is
 /// full; a request may arrive in several segments, and its first read may hold only part of
 /// the request line. `None` when the peer closes first or the read fails.
@@ -36,6 +35,7 @@ async fn read_head(
     Some(n)
 }
 
+/// Serves until the listener fails. Each connection gets one response.
 pub async fn serve(listener: TcpListener, state: Arc<dyn AdminState>) {
     loop {
         let Ok((mut stream, _)) = listener.accept().await else {

@@ -107,14 +107,12 @@ pub fn serve(socket: Arc<UdpSocket>, handler: DnsHandler, runtime: Handle, stop:
         }
         // Counted before the replies leave: a client that has its answer finds it in the
         // metrics.
-        let mut count = 0;
         for (zone, qtype, rcode) in answered[..n].iter().flatten() {
             tally.add(metrics.query_counter(
                 Some(*zone),
                 RecordType::from(*qtype),
                 ResponseCode::from(0, *rcode),
             ));
-            count += 1;
         }
         drop(tally);
         let mut replies: Vec<(&[u8], &SockaddrStorage)> = Vec::with_capacity(n);
@@ -126,7 +124,7 @@ pub fn serve(socket: Arc<UdpSocket>, handler: DnsHandler, runtime: Handle, stop:
         crate::sys::send_batch(socket.as_fd(), &replies, |i, e| {
             tracing::debug!(error = %e, dst = %replies[i].1, "UDP send failed");
         });
-        metrics.record_latency(count, start.elapsed());
+        metrics.record_latency(replies.len() as u64, start.elapsed());
     }
 }
 

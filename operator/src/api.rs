@@ -421,6 +421,10 @@ pub struct RecordGroupStatus {
     /// False while the group is rejected (SEMANTICS S8) and never compiled.
     #[serde(default)]
     pub served: bool,
+    /// The generation of the published table that first carried the version the resolvers
+    /// serve now (SEMANTICS P5); absent while nothing is served.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub served_generation: Option<u64>,
     /// "healthy/total" records, for `kubectl get rg`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub healthy_records: Option<String>,

@@ -1,630 +1,72 @@
-//! The operator's control loop: watches feed a synchronous index (the compiler), a debounced
-//! compile follows every burst of changes, and one leader-gated writer publishes the table
-//! and the statuses.
+//! The operator's control loop: watches feed a synchronous index (the compiler); a compile
+//! follows every burst of changes; the table and the statuses leave through two separate
+//! leader-gated writers, so neither ever waits on the other (SEMANTICS P7).
 //!
 //! ```text
-//!  watch RecordGroup, HealthCheck, ZonalShift, EndpointSlice, Service, checker Lease
-//!      └──▶ Index::apply (no client, no await) ──▶ Compiler inputs
-//!  debounce (20 ms) or next deadline (shift expiry, stale checker) ──▶ compile(now)
-//!      └──▶ Writer (leader only): table ConfigMaps (changed shards) + status (changed objects)
+//!  watches ──▶ Index::apply (no client, no await) ──▶ compile(now): at once after a quiet
+//!                                                      spell, else at most every debounce
+//!      compiled table ──watch (newest only)──▶ publisher task ──▶ table ConfigMaps
+//!                      ◀── ReadBack / Published / Failed ───┘
+//!      status of each changed object, judged against what is *published* (P5)
+//!                 ──▶ StatusQueue (newest per object) ──▶ status writer task ──▶ /status, Events
 //! ```
+//!
+//! A new leadership term starts with the publisher reading back the published table: the
+//! compiler takes in the last good version of every rejected group from it (P6), and the next
+//! generation continues above it and above every resolver's (P4). Only then is a table sent.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use futures::{Stream, StreamExt};
+use futures::{FutureExt, Stream, StreamExt};
+use healthroute_table::{CompiledGroup, GroupKey, RoutingTable, Value};
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::{Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, Client, Resource};
 use serde_json::{Value as Json, json};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
 
-use crate::api::{HealthCheck, RecordGroup, ZonalShift};
-use crate::compiler::{
-    CheckInput, CheckerView, CompileReport, Compiler, ObjectKey, ServedZones, ShiftInput,
-};
-use crate::manifests::{cluster_ips, endpoints_from_slices, group_input};
-use crate::publish::Publisher;
-use crate::status::{self, FIELD_MANAGER};
-
-/// Label on checker heartbeat Leases; the value is the checker's name.
-pub const CHECKER_LABEL: &str = "healthroute.io/checker";
+use crate::api::{HealthCheck, RecordGroup, RecordGroupStatus, ZonalShift};
+use crate::compiler::ObjectKey;
+pub use crate::index::{CHECKER_LABEL, Index, Input};
+pub use crate::metrics::OperatorMetrics;
+use crate::publish::{PublishFeedback, PublishRequest, Publisher, ReadBack};
+use crate::retry::Backoff;
+use crate::status::{self, Publication};
+use crate::status_writer::{self, StatusKey, StatusQueue, StatusUpdate, WriterConfig};
 
 #[derive(Clone, Debug)]
 pub struct Config {
     /// Where the table ConfigMaps and checker Leases live.
     pub namespace: String,
+    /// The fewest shards of the published table; more are used when the table needs them.
     pub shards: u32,
-    pub zones: ServedZones,
+    pub zones: crate::compiler::ServedZones,
     pub default_ttl: u32,
+    /// A compile follows a change at once after a quiet spell, and at most once per
+    /// `debounce` under a stream of changes.
     pub debounce: Duration,
-    /// This replica's name, on the Events it records.
-    pub identity: String,
+    /// The status writer: concurrency, timeout per request, and this replica's name.
+    pub status: WriterConfig,
 }
 
-/// One event from one watch.
-pub enum Input {
-    Group(watcher::Event<RecordGroup>),
-    Check(watcher::Event<HealthCheck>),
-    Shift(watcher::Event<ZonalShift>),
-    Slice(watcher::Event<EndpointSlice>),
-    Service(watcher::Event<Service>),
-    Lease(watcher::Event<Lease>),
-    WatchError(&'static str, String),
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum Kind {
-    Group,
-    Check,
-    Shift,
-    Slice,
-    Service,
-    Lease,
-}
-
-const KINDS: usize = 6;
-
-/// The watched world, fed into the compiler. Synchronous: tests drive it without a client.
-pub struct Index {
-    pub compiler: Compiler,
-    pub groups: BTreeMap<ObjectKey, RecordGroup>,
-    pub checks: BTreeMap<ObjectKey, HealthCheck>,
-    pub shifts: BTreeMap<ObjectKey, ZonalShift>,
-    slices: BTreeMap<ObjectKey, EndpointSlice>,
-    cluster_ips: BTreeMap<ObjectKey, Vec<std::net::IpAddr>>,
-    leases: BTreeMap<ObjectKey, String>,
-    /// Keys listed since a watch restarted (Init): the others are gone at InitDone.
-    relist: HashMap<Kind, BTreeSet<ObjectKey>>,
-    synced: BTreeSet<u8>,
-    pub events: u64,
-}
-
-fn key_of<K: ResourceExt>(o: &K) -> ObjectKey {
-    ObjectKey::new(o.namespace().unwrap_or_default(), o.name_any())
-}
-
-impl Index {
-    pub fn new(zones: ServedZones, default_ttl: u32) -> Self {
-        Index {
-            compiler: Compiler::new(zones, default_ttl),
-            groups: BTreeMap::new(),
-            checks: BTreeMap::new(),
-            shifts: BTreeMap::new(),
-            slices: BTreeMap::new(),
-            cluster_ips: BTreeMap::new(),
-            leases: BTreeMap::new(),
-            relist: HashMap::new(),
-            synced: BTreeSet::new(),
-            events: 0,
+impl Config {
+    /// The defaults the binary ships, for `zones` and the table in `namespace`.
+    pub fn new(namespace: impl Into<String>, zones: crate::compiler::ServedZones) -> Self {
+        Config {
+            namespace: namespace.into(),
+            shards: 8,
+            zones,
+            default_ttl: crate::compiler::DEFAULT_TTL,
+            debounce: Duration::from_millis(20),
+            status: WriterConfig::default(),
         }
-    }
-
-    /// True once every watch has listed its objects at least once.
-    pub fn synced(&self) -> bool {
-        self.synced.len() == KINDS
-    }
-
-    pub fn apply(&mut self, input: Input) {
-        self.events += 1;
-        match input {
-            Input::Group(e) => self.event(Kind::Group, e, Self::upsert_group, Self::delete_group),
-            Input::Check(e) => self.event(Kind::Check, e, Self::upsert_check, Self::delete_check),
-            Input::Shift(e) => self.event(Kind::Shift, e, Self::upsert_shift, Self::delete_shift),
-            Input::Slice(e) => self.event(Kind::Slice, e, Self::upsert_slice, Self::delete_slice),
-            Input::Service(e) => {
-                self.event(Kind::Service, e, Self::upsert_service, Self::delete_service)
-            }
-            Input::Lease(e) => self.event(Kind::Lease, e, Self::upsert_lease, Self::delete_lease),
-            Input::WatchError(kind, e) => {
-                tracing::warn!(kind, error = %e, "watch failed; retrying")
-            }
-        }
-    }
-
-    fn event<K: ResourceExt>(
-        &mut self,
-        kind: Kind,
-        e: watcher::Event<K>,
-        upsert: fn(&mut Self, K),
-        delete: fn(&mut Self, &ObjectKey),
-    ) {
-        match e {
-            watcher::Event::Apply(o) => upsert(self, o),
-            watcher::Event::Delete(o) => delete(self, &key_of(&o)),
-            watcher::Event::Init => {
-                self.relist.insert(kind, BTreeSet::new());
-            }
-            watcher::Event::InitApply(o) => {
-                self.relist.entry(kind).or_default().insert(key_of(&o));
-                upsert(self, o);
-            }
-            watcher::Event::InitDone => {
-                let listed = self.relist.remove(&kind).unwrap_or_default();
-                for gone in self.keys(kind).into_iter().filter(|k| !listed.contains(k)) {
-                    delete(self, &gone);
-                }
-                self.synced.insert(kind as u8);
-            }
-        }
-    }
-
-    fn keys(&self, kind: Kind) -> Vec<ObjectKey> {
-        match kind {
-            Kind::Group => self.groups.keys().cloned().collect(),
-            Kind::Check => self.checks.keys().cloned().collect(),
-            Kind::Shift => self.shifts.keys().cloned().collect(),
-            Kind::Slice => self.slices.keys().cloned().collect(),
-            Kind::Service => self.cluster_ips.keys().cloned().collect(),
-            Kind::Lease => self.leases.keys().cloned().collect(),
-        }
-    }
-
-    fn upsert_group(&mut self, g: RecordGroup) {
-        let key = key_of(&g);
-        self.compiler.upsert_group(key.clone(), group_input(&g));
-        self.groups.insert(key, g);
-    }
-    fn delete_group(&mut self, key: &ObjectKey) {
-        self.compiler.delete_group(key);
-        self.groups.remove(key);
-    }
-
-    fn upsert_check(&mut self, c: HealthCheck) {
-        let key = key_of(&c);
-        let status = c.status.clone().unwrap_or_default();
-        let mut input = CheckInput::new(c.spec.clone());
-        input.last_healthy = status.healthy;
-        input.views = status
-            .checkers
-            .iter()
-            .map(|v| CheckerView {
-                checker: v.name.clone(),
-                zone: v.zone.clone(),
-                healthy: v.healthy,
-                message: v.message.clone(),
-            })
-            .collect();
-        self.compiler.upsert_check(key.clone(), input);
-        self.checks.insert(key, c);
-    }
-    fn delete_check(&mut self, key: &ObjectKey) {
-        self.compiler.delete_check(key);
-        self.checks.remove(key);
-    }
-
-    fn upsert_shift(&mut self, s: ZonalShift) {
-        let key = key_of(&s);
-        self.compiler.upsert_shift(
-            key.clone(),
-            ShiftInput {
-                spec: s.spec.clone(),
-                created: s.metadata.creation_timestamp.as_ref().map(|t| t.0),
-                status: s.status.clone(),
-            },
-        );
-        self.shifts.insert(key, s);
-    }
-    fn delete_shift(&mut self, key: &ObjectKey) {
-        self.compiler.delete_shift(key);
-        self.shifts.remove(key);
-    }
-
-    fn service_of(slice: &EndpointSlice) -> Option<ObjectKey> {
-        let svc = slice.labels().get("kubernetes.io/service-name")?;
-        Some(ObjectKey::new(slice.namespace().unwrap_or_default(), svc))
-    }
-
-    /// Rebuilds one Service's endpoints from all of its slices.
-    fn refresh_service(&mut self, service: &ObjectKey) {
-        let slices: Vec<&EndpointSlice> = self
-            .slices
-            .range(ObjectKey::new(&service.namespace, "")..)
-            .take_while(|(k, _)| k.namespace == service.namespace)
-            .map(|(_, s)| s)
-            .filter(|s| Self::service_of(s).as_ref() == Some(service))
-            .collect();
-        let mut endpoints = endpoints_from_slices(slices)
-            .remove(service)
-            .unwrap_or_default();
-        endpoints.cluster_ips = self.cluster_ips.get(service).cloned().unwrap_or_default();
-        if endpoints.endpoints.is_empty() && endpoints.cluster_ips.is_empty() {
-            self.compiler.delete_service(service);
-        } else {
-            self.compiler.upsert_service(service.clone(), endpoints);
-        }
-    }
-
-    fn upsert_slice(&mut self, s: EndpointSlice) {
-        let key = key_of(&s);
-        let before = self.slices.get(&key).and_then(Self::service_of);
-        let after = Self::service_of(&s);
-        self.slices.insert(key, s);
-        for svc in before.into_iter().chain(after) {
-            self.refresh_service(&svc);
-        }
-    }
-    fn delete_slice(&mut self, key: &ObjectKey) {
-        if let Some(svc) = self.slices.remove(key).as_ref().and_then(Self::service_of) {
-            self.refresh_service(&svc);
-        }
-    }
-
-    fn upsert_service(&mut self, s: Service) {
-        let key = key_of(&s);
-        let ips = cluster_ips(&s);
-        if self.cluster_ips.insert(key.clone(), ips).is_none() && !self.compiler_knows_service(&key)
-        {
-            return;
-        }
-        self.refresh_service(&key);
-    }
-    fn delete_service(&mut self, key: &ObjectKey) {
-        if self.cluster_ips.remove(key).is_some() {
-            self.refresh_service(key);
-        }
-    }
-    fn compiler_knows_service(&self, key: &ObjectKey) -> bool {
-        self.slices
-            .values()
-            .any(|s| Self::service_of(s).as_ref() == Some(key))
-    }
-
-    fn upsert_lease(&mut self, l: Lease) {
-        let key = key_of(&l);
-        let checker = l
-            .labels()
-            .get(CHECKER_LABEL)
-            .cloned()
-            .unwrap_or_else(|| l.name_any());
-        if let Some(renewed) = l.spec.as_ref().and_then(|s| s.renew_time.as_ref()) {
-            self.compiler.set_heartbeat(checker.clone(), renewed.0);
-        }
-        self.leases.insert(key, checker);
-    }
-    fn delete_lease(&mut self, key: &ObjectKey) {
-        self.leases.remove(key);
-    }
-}
-
-/// Counters of the control loop, exported on the admin endpoint.
-#[derive(Debug, Default)]
-pub struct OperatorMetrics {
-    pub events: AtomicU64,
-    pub compiles: AtomicU64,
-    pub compile_micros_sum: AtomicU64,
-    pub groups_recompiled: AtomicU64,
-    pub table_groups: AtomicU64,
-    pub table_generation: AtomicU64,
-    pub shards_written: AtomicU64,
-    pub publish_micros_sum: AtomicU64,
-    pub status_writes: AtomicU64,
-    pub write_errors: AtomicU64,
-    pub leader: AtomicBool,
-    pub synced: AtomicBool,
-}
-
-impl OperatorMetrics {
-    pub fn render(&self) -> String {
-        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let mut out = String::new();
-        for (name, kind, help, v) in [
-            (
-                "healthroute_operator_events_total",
-                "counter",
-                "Watch events applied to the index.",
-                g(&self.events),
-            ),
-            (
-                "healthroute_operator_compiles_total",
-                "counter",
-                "Compiles run.",
-                g(&self.compiles),
-            ),
-            (
-                "healthroute_operator_compile_seconds_sum",
-                "counter",
-                "Time spent compiling.",
-                g(&self.compile_micros_sum) / 1000,
-            ),
-            (
-                "healthroute_operator_groups_recompiled_total",
-                "counter",
-                "RecordGroups compiled again.",
-                g(&self.groups_recompiled),
-            ),
-            (
-                "healthroute_operator_table_groups",
-                "gauge",
-                "RecordGroups in the published table.",
-                g(&self.table_groups),
-            ),
-            (
-                "healthroute_operator_table_generation",
-                "gauge",
-                "Generation of the compiled table.",
-                g(&self.table_generation),
-            ),
-            (
-                "healthroute_operator_shards_written_total",
-                "counter",
-                "Table ConfigMaps written.",
-                g(&self.shards_written),
-            ),
-            (
-                "healthroute_operator_publish_seconds_sum",
-                "counter",
-                "Time spent publishing.",
-                g(&self.publish_micros_sum) / 1000,
-            ),
-            (
-                "healthroute_operator_status_writes_total",
-                "counter",
-                "Status patches written.",
-                g(&self.status_writes),
-            ),
-            (
-                "healthroute_operator_write_errors_total",
-                "counter",
-                "Failed writes (retried on the next compile).",
-                g(&self.write_errors),
-            ),
-            (
-                "healthroute_operator_leader",
-                "gauge",
-                "1 while this replica holds the lease.",
-                u64::from(self.leader.load(Ordering::Relaxed)),
-            ),
-        ] {
-            // Sums are kept in microseconds; expose seconds with millisecond precision.
-            let value = if name.ends_with("_seconds_sum") {
-                format!("{:.3}", v as f64 / 1000.0)
-            } else {
-                v.to_string()
-            };
-            out.push_str(&format!(
-                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n"
-            ));
-        }
-        out
-    }
-}
-
-/// The leader-gated writer of the table and the statuses (P3, one writer).
-pub struct Writer {
-    client: Client,
-    recorder: kube::runtime::events::Recorder,
-    publisher: Publisher,
-    /// The status last written per object, so that unchanged statuses are not written again.
-    written: HashMap<(&'static str, ObjectKey), Json>,
-    /// Write every status on the next flush (a new term, or a first run).
-    full: bool,
-}
-
-impl Writer {
-    pub fn new(client: Client, namespace: &str, shards: u32, identity: &str) -> Self {
-        let reporter = kube::runtime::events::Reporter {
-            controller: FIELD_MANAGER.into(),
-            instance: Some(identity.into()),
-        };
-        Writer {
-            recorder: kube::runtime::events::Recorder::new(client.clone(), reporter),
-            publisher: Publisher::new(
-                Api::<ConfigMap>::namespaced(client.clone(), namespace),
-                shards,
-            ),
-            client,
-            written: HashMap::new(),
-            full: true,
-        }
-    }
-
-    /// A new leadership term: nothing is known to be written.
-    pub fn reset(&mut self) {
-        self.publisher.reset();
-        self.written.clear();
-        self.full = true;
-    }
-
-    /// Publishes the table and writes every status that differs from the last written one.
-    /// Stops at once when `leader` turns false.
-    pub async fn flush(
-        &mut self,
-        index: &Index,
-        report: &CompileReport,
-        leader: &watch::Receiver<bool>,
-        metrics: &OperatorMetrics,
-    ) {
-        if !*leader.borrow() {
-            return;
-        }
-        let full = std::mem::take(&mut self.full);
-        let groups: Vec<&ObjectKey> = if full {
-            index.groups.keys().collect()
-        } else {
-            report.changed_groups.iter().collect()
-        };
-        let checks: Vec<&ObjectKey> = if full {
-            index.checks.keys().collect()
-        } else {
-            report.changed_checks.iter().collect()
-        };
-        let started = std::time::Instant::now();
-        match self.publisher.publish(&index.compiler.table()).await {
-            Ok(r) => {
-                metrics
-                    .shards_written
-                    .fetch_add(r.shards_written as u64, Ordering::Relaxed);
-                metrics
-                    .publish_micros_sum
-                    .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
-            }
-            Err(e) => {
-                metrics.write_errors.fetch_add(1, Ordering::Relaxed);
-                tracing::error!(error = %e, "publishing the table failed");
-            }
-        }
-        let now = Timestamp::now();
-        for key in groups {
-            if !*leader.borrow() {
-                return;
-            }
-            let Some(g) = index.groups.get(key) else {
-                continue;
-            };
-            let (Some(data), Some(outcome)) = (
-                index.compiler.group_status(key),
-                index.compiler.outcome(key),
-            ) else {
-                continue;
-            };
-            let st =
-                status::record_group(data, outcome, g.status.as_ref(), g.metadata.generation, now);
-            let body = serde_json::to_value(&st).unwrap_or(Json::Null);
-            if self
-                .write::<RecordGroup>("RecordGroup", key, body, metrics)
-                .await
-            {
-                let events = status::group_events(g.status.as_ref(), &st);
-                self.emit(g, events).await;
-            }
-        }
-        for key in checks {
-            if !*leader.borrow() {
-                return;
-            }
-            let Some(c) = index.checks.get(key) else {
-                continue;
-            };
-            let Some(health) = index.compiler.check_health(key) else {
-                continue;
-            };
-            let body = status::health_check(health, c.status.as_ref(), c.metadata.generation, now);
-            self.write::<HealthCheck>("HealthCheck", key, body, metrics)
-                .await;
-        }
-        for (key, s) in &index.shifts {
-            if !*leader.borrow() {
-                return;
-            }
-            let body = match index.compiler.shift_status(key, now) {
-                Some(Ok(st)) => serde_json::to_value(status::zonal_shift(
-                    st,
-                    s.status.as_ref(),
-                    s.metadata.generation,
-                    now,
-                ))
-                .unwrap_or(Json::Null),
-                Some(Err(e)) => json!({"conditions": status::merge_conditions(
-                    s.status.as_ref().map_or(&[][..], |st| &st.conditions),
-                    vec![status::Desired { kind: status::types::APPLIED, status: false, reason: "InvalidSpec", message: e }],
-                    now,
-                    s.metadata.generation,
-                )}),
-                None => continue,
-            };
-            let new: Option<crate::api::ZonalShiftStatus> =
-                serde_json::from_value(body.clone()).ok();
-            if self
-                .write::<ZonalShift>("ZonalShift", key, body, metrics)
-                .await
-                && let Some(new) = new
-            {
-                let events = status::shift_events(s.status.as_ref(), &new);
-                self.emit(s, events).await;
-            }
-        }
-    }
-
-    /// Publishes Events for transitions a person should notice; failures are only logged.
-    async fn emit<K: kube::Resource<DynamicType = ()>>(
-        &self,
-        object: &K,
-        events: Vec<status::Notice>,
-    ) {
-        let reference = object.object_ref(&());
-        for n in events {
-            let event = kube::runtime::events::Event {
-                type_: if n.warning {
-                    kube::runtime::events::EventType::Warning
-                } else {
-                    kube::runtime::events::EventType::Normal
-                },
-                reason: n.reason.into(),
-                note: Some(n.note),
-                action: n.action.into(),
-                secondary: None,
-            };
-            if let Err(e) = self.recorder.publish(&event, &reference).await {
-                tracing::debug!(error = %e, "event not recorded");
-            }
-        }
-    }
-
-    /// Applies a status unless it is the one last written; true when it was written now.
-    async fn write<K>(
-        &mut self,
-        kind: &'static str,
-        key: &ObjectKey,
-        status: Json,
-        metrics: &OperatorMetrics,
-    ) -> bool
-    where
-        K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-            + Clone
-            + serde::de::DeserializeOwned
-            + std::fmt::Debug,
-    {
-        // Conditions carry times that change only on transitions; compare without them so
-        // that an unchanged status is not written again.
-        let fingerprint = without_times(&status);
-        if self.written.get(&(kind, key.clone())) == Some(&fingerprint) {
-            return false;
-        }
-        let api: Api<K> = Api::namespaced(self.client.clone(), &key.namespace);
-        let patch = json!({
-            "apiVersion": crate::api::GROUP.to_owned() + "/" + crate::api::VERSION,
-            "kind": kind,
-            "status": status,
-        });
-        match api
-            .patch_status(
-                &key.name,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(patch),
-            )
-            .await
-        {
-            Ok(_) => {
-                metrics.status_writes.fetch_add(1, Ordering::Relaxed);
-                self.written.insert((kind, key.clone()), fingerprint);
-                true
-            }
-            Err(e) => {
-                metrics.write_errors.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(kind, object = %key, error = %e, "status write failed; retried on the next compile");
-                false
-            }
-        }
-    }
-}
-
-fn without_times(v: &Json) -> Json {
-    match v {
-        Json::Object(map) => Json::Object(
-            map.iter()
-                .filter(|(k, _)| k.as_str() != "lastTransitionTime")
-                .map(|(k, v)| (k.clone(), without_times(v)))
-                .collect(),
-        ),
-        Json::Array(items) => Json::Array(items.iter().map(without_times).collect()),
-        other => other.clone(),
     }
 }
 
@@ -640,8 +82,10 @@ pub fn inputs(client: &Client, namespace: &str) -> impl Stream<Item = Input> + S
         K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
         K::DynamicType: Default,
     {
+        // Bounded backoff, reset on success: a watch resumes within about a second of the API
+        // server answering again (client-go's default waits up to 30 s).
         watcher(api, cfg)
-            .default_backoff()
+            .backoff(Backoff::watch())
             .map(move |e| match e {
                 Ok(e) => wrap(e),
                 Err(err) => Input::WatchError(kind, err.to_string()),
@@ -689,64 +133,506 @@ pub fn inputs(client: &Client, namespace: &str) -> impl Stream<Item = Input> + S
     ])
 }
 
-/// Runs the control loop until `shutdown` turns true.
+/// Runs the control loop on the cluster's watches until `shutdown` turns true.
 pub async fn run(
     client: Client,
     config: Config,
+    leader: watch::Receiver<bool>,
+    metrics: Arc<OperatorMetrics>,
+    shutdown: watch::Receiver<bool>,
+) {
+    let inputs = inputs(&client, &config.namespace);
+    run_with(client, config, inputs, leader, metrics, shutdown).await
+}
+
+/// Runs the control loop on `inputs` (the cluster's watches, or a test's), with the table
+/// publisher and the status writer beside it, until `shutdown` turns true.
+pub async fn run_with(
+    client: Client,
+    config: Config,
+    inputs: impl Stream<Item = Input> + Send + Unpin,
     mut leader: watch::Receiver<bool>,
     metrics: Arc<OperatorMetrics>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let mut inputs = inputs(&client, &config.namespace);
-    let mut index = Index::new(config.zones.clone(), config.default_ttl);
-    let mut writer = Writer::new(client, &config.namespace, config.shards, &config.identity);
-    let mut due: Option<tokio::time::Instant> = None;
+    let (requests_tx, requests_rx) = watch::channel(PublishRequest::default());
+    let (feedback_tx, mut feedback) = mpsc::unbounded_channel();
+    let publisher = Publisher::new(
+        Api::<ConfigMap>::namespaced(client.clone(), &config.namespace),
+        config.shards,
+    );
+    let publisher_task = tokio::spawn(crate::publish::run_publisher(
+        publisher,
+        requests_rx,
+        feedback_tx,
+        metrics.clone(),
+    ));
+    let queue = StatusQueue::default();
+    let (writer_leader_tx, writer_leader) = watch::channel(false);
+    let writer_task = tokio::spawn(status_writer::run(
+        client,
+        queue.clone(),
+        writer_leader,
+        metrics.clone(),
+        config.status.clone(),
+        shutdown.clone(),
+    ));
+
+    let mut control = Control::new(&config, metrics.clone(), queue, requests_tx);
+    let mut inputs = inputs;
+    let mut due: Option<Instant> = None;
+    let mut last_compile: Option<Instant> = None;
+    if *leader.borrow_and_update() {
+        control.set_leader(true);
+        let _ = writer_leader_tx.send(true);
+    }
     loop {
-        let deadline = index
+        // A stream of inputs never holds a compile back by more than the debounce.
+        if due.is_some_and(|t| t <= Instant::now()) {
+            due = None;
+            last_compile = Some(Instant::now());
+            control.compile();
+        }
+        let deadline = control
+            .index
             .compiler
             .time_to_deadline(Timestamp::now())
-            .map(|d| tokio::time::Instant::now() + d);
+            .map(|d| Instant::now() + d);
         let wake = match (due, deadline) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
         tokio::select! {
-            Some(input) = inputs.next() => {
-                index.apply(input);
-                metrics.events.fetch_add(1, Ordering::Relaxed);
-                due.get_or_insert_with(|| tokio::time::Instant::now() + config.debounce);
-                continue;
-            }
-            _ = async { match wake { Some(t) => tokio::time::sleep_until(t).await, None => std::future::pending().await } } => {}
+            biased;
+            _ = shutdown.changed() => break,
             Ok(()) = leader.changed() => {
                 let is_leader = *leader.borrow_and_update();
-                metrics.leader.store(is_leader, Ordering::Relaxed);
                 tracing::info!(leader = is_leader, "leadership changed");
-                writer.reset();
+                control.set_leader(is_leader);
+                let _ = writer_leader_tx.send(is_leader);
             }
-            _ = shutdown.changed() => return,
+            Some(fb) = feedback.recv() => {
+                if control.take_feedback(fb) {
+                    due = Some(Instant::now());
+                }
+            }
+            Some(input) = inputs.next() => {
+                control.apply(input);
+                // Everything already queued joins this compile.
+                for _ in 0..4096 {
+                    match inputs.next().now_or_never() {
+                        Some(Some(input)) => control.apply(input),
+                        _ => break,
+                    }
+                }
+                let earliest = last_compile.map_or(Instant::now(), |t| t + config.debounce);
+                due.get_or_insert(earliest.max(Instant::now()));
+            }
+            _ = async { match wake { Some(t) => tokio::time::sleep_until(t).await, None => std::future::pending().await } } => {
+                due = None;
+                last_compile = Some(Instant::now());
+                control.compile();
+            }
         }
-        due = None;
-        if !index.synced() {
-            continue; // never publish a table built from a partial list
+    }
+    drop(control); // closes the publisher's requests
+    let _ = publisher_task.await;
+    let _ = writer_task.await;
+}
+
+/// The control loop's state: the index, and what the leader knows of the published table.
+struct Control {
+    index: Index,
+    metrics: Arc<OperatorMetrics>,
+    queue: StatusQueue,
+    requests: watch::Sender<PublishRequest>,
+    /// The current leadership term, 0 while not the leader; `terms` counts them.
+    term: u64,
+    terms: u64,
+    /// The term's read-back has been taken in: tables may be sent.
+    seeded: bool,
+    /// What the resolvers can assemble: the last table published (or read back).
+    published: Arc<RoutingTable<Value>>,
+    publish_error: Option<String>,
+    /// The generation that first carried each group's published version.
+    served_since: HashMap<GroupKey, u64>,
+    /// Groups whose status waits for the publisher to catch up with the compiler.
+    awaiting: BTreeSet<ObjectKey>,
+    /// Every status checked this term (re-checked in full at a term's start).
+    full_status: bool,
+    /// The status last handed to the writer, per object, this term.
+    sent: HashMap<StatusKey, Json>,
+}
+
+impl Control {
+    fn new(
+        config: &Config,
+        metrics: Arc<OperatorMetrics>,
+        queue: StatusQueue,
+        requests: watch::Sender<PublishRequest>,
+    ) -> Self {
+        Control {
+            index: Index::new(config.zones.clone(), config.default_ttl),
+            metrics,
+            queue,
+            requests,
+            term: 0,
+            terms: 0,
+            seeded: false,
+            published: Arc::default(),
+            publish_error: None,
+            served_since: HashMap::new(),
+            awaiting: BTreeSet::new(),
+            full_status: false,
+            sent: HashMap::new(),
         }
-        metrics.synced.store(true, Ordering::Relaxed);
-        let started = std::time::Instant::now();
-        let report: CompileReport = index.compiler.compile(Timestamp::now());
-        metrics.compiles.fetch_add(1, Ordering::Relaxed);
-        metrics
-            .compile_micros_sum
-            .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
-        metrics
-            .groups_recompiled
-            .fetch_add(report.recompiled as u64, Ordering::Relaxed);
-        metrics
-            .table_generation
-            .store(report.generation, Ordering::Relaxed);
-        metrics.table_groups.store(
-            index.compiler.table().groups.len() as u64,
-            Ordering::Relaxed,
+    }
+
+    fn apply(&mut self, input: Input) {
+        self.index.apply(input);
+        OperatorMetrics::add(&self.metrics.events, 1);
+    }
+
+    /// A new term begins with a read-back; a term that ends drops every unsent status.
+    fn set_leader(&mut self, is_leader: bool) {
+        self.metrics.leader.store(is_leader, Ordering::Relaxed);
+        self.seeded = false;
+        self.published = Arc::default();
+        self.publish_error = None;
+        self.served_since.clear();
+        self.awaiting.clear();
+        self.sent.clear();
+        self.queue.clear();
+        self.metrics.set_publish_error(None);
+        if is_leader {
+            self.terms += 1;
+            self.term = self.terms;
+        } else {
+            self.term = 0;
+        }
+        self.requests.send_replace(PublishRequest {
+            term: self.term,
+            floor: self.index.highest_served_generation(),
+            table: None,
+        });
+    }
+
+    /// Takes in what the publisher reports; true when a compile should follow at once.
+    fn take_feedback(&mut self, feedback: PublishFeedback) -> bool {
+        match feedback {
+            PublishFeedback::ReadBack { term, found } if term == self.term => {
+                self.take_read_back(found);
+                true
+            }
+            PublishFeedback::Published {
+                term,
+                generation,
+                table,
+            } if term == self.term => {
+                self.take_published(generation, table);
+                self.settle_groups();
+                false
+            }
+            PublishFeedback::Failed { term, error } if term == self.term => {
+                self.publish_error = Some(error);
+                self.settle_groups();
+                false
+            }
+            _ => false, // from an earlier term
+        }
+    }
+
+    fn take_read_back(&mut self, found: ReadBack) {
+        let recovered = self
+            .index
+            .compiler
+            .recover_served(found.groups.iter().map(|(k, g)| (&**k, g)));
+        tracing::info!(
+            generation = found.generation,
+            groups = found.groups.len(),
+            recovered,
+            "read back the published table"
         );
-        writer.flush(&index, &report, &leader, &metrics).await;
+        // Versions unchanged since an earlier leader keep the generation its status gave.
+        for gk in found.groups.keys() {
+            let Some((ns, name)) = gk.split_once('/') else {
+                continue;
+            };
+            let since = self
+                .index
+                .groups
+                .get(&ObjectKey::new(ns, name))
+                .and_then(|g| g.status.as_ref())
+                .and_then(|s| s.served_generation)
+                .filter(|g| *g <= found.generation)
+                .unwrap_or(found.generation);
+            self.served_since.insert(gk.clone(), since);
+        }
+        self.published = Arc::new(RoutingTable {
+            generation: found.generation,
+            groups: found.groups,
+        });
+        self.seeded = true;
+        self.full_status = true;
+        self.awaiting = self.index.groups.keys().cloned().collect();
+    }
+
+    fn take_published(&mut self, generation: u64, table: Arc<RoutingTable<Value>>) {
+        let before = std::mem::replace(&mut self.published, table.clone());
+        for (gk, group) in &table.groups {
+            if !before.groups.get(gk).is_some_and(|b| same(b, group)) {
+                self.served_since.insert(gk.clone(), generation);
+            }
+        }
+        self.served_since
+            .retain(|gk, _| table.groups.contains_key(gk));
+        self.publish_error = None;
+    }
+
+    fn compile(&mut self) {
+        if !self.index.synced() {
+            return; // never publish a table built from a partial list
+        }
+        self.metrics.synced.store(true, Ordering::Relaxed);
+        let started = std::time::Instant::now();
+        let report = self.index.compiler.compile(Timestamp::now());
+        let m = &self.metrics;
+        OperatorMetrics::add(&m.compiles, 1);
+        OperatorMetrics::add(&m.compile_micros_sum, started.elapsed().as_micros() as u64);
+        OperatorMetrics::add(&m.groups_recompiled, report.recompiled as u64);
+        OperatorMetrics::add(&m.checks_evaluated, report.evaluated_checks as u64);
+        m.table_generation
+            .store(report.generation, Ordering::Relaxed);
+        let table = self.index.compiler.table();
+        m.table_groups
+            .store(table.groups.len() as u64, Ordering::Relaxed);
+        if self.term == 0 || !self.seeded {
+            return;
+        }
+        let floor = self.index.highest_served_generation();
+        self.requests.send_if_modified(|r| {
+            let changed =
+                r.table.as_ref().is_none_or(|t| !Arc::ptr_eq(t, &table)) || r.floor != floor;
+            r.table = Some(table.clone());
+            r.floor = floor;
+            changed
+        });
+        let now = Timestamp::now();
+        let full = std::mem::take(&mut self.full_status);
+        self.awaiting.extend(report.changed_groups);
+        self.settle_groups();
+        let checks: Vec<ObjectKey> = if full {
+            self.index.checks.keys().cloned().collect()
+        } else {
+            report.changed_checks
+        };
+        for key in checks {
+            self.check_status(&key, now);
+        }
+        let shifts: Vec<ObjectKey> = self.index.shifts.keys().cloned().collect();
+        for key in shifts {
+            self.shift_status(&key, now);
+        }
+        self.metrics
+            .status_backlog
+            .store(self.queue.backlog() as u64, Ordering::Relaxed);
+    }
+
+    /// Writes the status of every awaiting group whose version the publisher has caught up
+    /// with, or that a failing publish leaves behind (those stay awaiting until published).
+    fn settle_groups(&mut self) {
+        if self.term == 0 || !self.seeded {
+            return;
+        }
+        let now = Timestamp::now();
+        let table = self.index.compiler.table();
+        let error = self.publish_error.clone();
+        for key in std::mem::take(&mut self.awaiting) {
+            let gk = key.to_string();
+            let wanted = table.groups.get(gk.as_str());
+            let published = self.published.groups.get(gk.as_str());
+            let in_sync = match (wanted, published) {
+                (None, None) => true,
+                (Some(a), Some(b)) => same(a, b),
+                _ => false,
+            };
+            let since = published.map(|_| {
+                self.served_since
+                    .get(gk.as_str())
+                    .copied()
+                    .unwrap_or(self.published.generation)
+            });
+            let publication = match (in_sync, error.as_deref()) {
+                (true, _) => Publication::InSync { since },
+                (false, Some(error)) => {
+                    self.awaiting.insert(key.clone());
+                    Publication::Failed {
+                        error,
+                        serving_since: since,
+                    }
+                }
+                (false, None) => {
+                    self.awaiting.insert(key);
+                    continue;
+                }
+            };
+            let old = self.sent_status(&key);
+            if let Some(update) = group_update(&self.index, &key, publication, old, now) {
+                let watched =
+                    watched_status(self.index.groups.get(&key).and_then(|g| g.status.as_ref()));
+                self.push(update, watched);
+            }
+        }
+    }
+
+    /// The status last sent for a RecordGroup this term, else the one on the server.
+    fn sent_status(&self, key: &ObjectKey) -> Option<RecordGroupStatus> {
+        match self.sent.get(&("RecordGroup", key.clone())) {
+            Some(j) => serde_json::from_value(j.clone()).ok(),
+            None => self.index.groups.get(key).and_then(|g| g.status.clone()),
+        }
+    }
+
+    fn check_status(&mut self, key: &ObjectKey, now: Timestamp) {
+        let Some(c) = self.index.checks.get(key) else {
+            return;
+        };
+        let Some(health) = self.index.compiler.check_health(key) else {
+            return;
+        };
+        let old = match self.sent.get(&("HealthCheck", key.clone())) {
+            Some(j) => serde_json::from_value(j.clone()).ok(),
+            None => c.status.clone(),
+        };
+        let body = status::health_check(health, old.as_ref(), c.metadata.generation, now);
+        let update = StatusUpdate {
+            kind: "HealthCheck",
+            key: key.clone(),
+            status: body,
+            events: Vec::new(),
+            reference: c.object_ref(&()),
+        };
+        let watched = watched_status(c.status.as_ref());
+        self.push(update, watched);
+    }
+
+    fn shift_status(&mut self, key: &ObjectKey, now: Timestamp) {
+        let Some(s) = self.index.shifts.get(key) else {
+            return;
+        };
+        let old: Option<crate::api::ZonalShiftStatus> =
+            match self.sent.get(&("ZonalShift", key.clone())) {
+                Some(j) => serde_json::from_value(j.clone()).ok(),
+                None => s.status.clone(),
+            };
+        let body = match self.index.compiler.shift_status(key, now) {
+            Some(Ok(st)) => serde_json::to_value(status::zonal_shift(
+                st,
+                old.as_ref(),
+                s.metadata.generation,
+                now,
+            ))
+            .unwrap_or(Json::Null),
+            Some(Err(e)) => json!({"conditions": status::merge_conditions(
+                old.as_ref().map_or(&[][..], |st| &st.conditions),
+                vec![status::Desired { kind: status::types::APPLIED, status: false, reason: "InvalidSpec", message: e }],
+                now,
+                s.metadata.generation,
+            )}),
+            None => return,
+        };
+        let events = serde_json::from_value(body.clone())
+            .map(|new| status::shift_events(old.as_ref(), &new))
+            .unwrap_or_default();
+        let update = StatusUpdate {
+            kind: "ZonalShift",
+            key: key.clone(),
+            status: body,
+            events,
+            reference: s.object_ref(&()),
+        };
+        let watched = watched_status(s.status.as_ref());
+        self.push(update, watched);
+    }
+
+    /// Hands `update` to the writer unless it says what was last sent, or what the object
+    /// already shows (a new leader rewrites nothing that is right).
+    fn push(&mut self, update: StatusUpdate, watched: Option<Json>) {
+        let key = (update.kind, update.key.clone());
+        let fingerprint = without_times(&update.status);
+        let same_as = |j: &Json| without_times(&select_like(j, &update.status)) == fingerprint;
+        if self.sent.get(&key).is_some_and(same_as) {
+            return;
+        }
+        if !self.sent.contains_key(&key) && watched.as_ref().is_some_and(same_as) {
+            self.sent.insert(key, update.status);
+            return;
+        }
+        self.sent.insert(key, update.status.clone());
+        self.queue.push(update);
+    }
+}
+
+/// The RecordGroup's status update for `publication`, with its Events.
+fn group_update(
+    index: &Index,
+    key: &ObjectKey,
+    publication: Publication<'_>,
+    old: Option<RecordGroupStatus>,
+    now: Timestamp,
+) -> Option<StatusUpdate> {
+    let g = index.groups.get(key)?;
+    let data = index.compiler.group_status(key)?;
+    let outcome = index.compiler.outcome(key)?;
+    let st = status::record_group(
+        data,
+        outcome,
+        publication,
+        old.as_ref(),
+        g.metadata.generation,
+        now,
+    );
+    let events = status::group_events(old.as_ref(), &st);
+    Some(StatusUpdate {
+        kind: "RecordGroup",
+        key: key.clone(),
+        status: serde_json::to_value(&st).unwrap_or(Json::Null),
+        events,
+        reference: g.object_ref(&()),
+    })
+}
+
+/// Whether two compiled versions of a group are the same (cheaply when they are one `Arc`).
+fn same(a: &Arc<CompiledGroup<Value>>, b: &Arc<CompiledGroup<Value>>) -> bool {
+    Arc::ptr_eq(a, b) || a == b
+}
+
+fn watched_status<T: serde::Serialize>(status: Option<&T>) -> Option<Json> {
+    status.and_then(|s| serde_json::to_value(s).ok())
+}
+
+/// The fields of `have` that `like` sets: what another writer (a checker) owns is left out.
+fn select_like(have: &Json, like: &Json) -> Json {
+    match (have, like) {
+        (Json::Object(h), Json::Object(l)) => Json::Object(
+            l.keys()
+                .filter_map(|k| h.get(k).map(|v| (k.clone(), v.clone())))
+                .collect(),
+        ),
+        _ => have.clone(),
+    }
+}
+
+/// A status without the times that change only on transitions, for comparing two.
+fn without_times(v: &Json) -> Json {
+    match v {
+        Json::Object(map) => Json::Object(
+            map.iter()
+                .filter(|(k, v)| k.as_str() != "lastTransitionTime" && !v.is_null())
+                .map(|(k, v)| (k.clone(), without_times(v)))
+                .collect(),
+        ),
+        Json::Array(items) => Json::Array(items.iter().map(without_times).collect()),
+        other => other.clone(),
     }
 }

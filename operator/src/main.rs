@@ -4,7 +4,6 @@
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use clap::Parser;
@@ -12,6 +11,7 @@ use healthroute_operator::admin::{self, AdminState};
 use healthroute_operator::compiler::{DEFAULT_TTL, ServedZones};
 use healthroute_operator::controller::{self, Config, OperatorMetrics};
 use healthroute_operator::process;
+use healthroute_operator::status_writer::WriterConfig;
 use kube_lease_manager::LeaseManagerBuilder;
 use tokio::sync::watch;
 
@@ -34,9 +34,16 @@ struct Args {
     /// This replica's identity in the leader election.
     #[arg(long, env = "POD_NAME", default_value = "healthroute-operator")]
     identity: String,
-    /// Shards of the published table (each one ConfigMap).
+    /// The fewest shards of the published table (each one ConfigMap); more are used when the
+    /// table needs them, so that no shard nears a ConfigMap's 1 MiB.
     #[arg(long = "table-shards", default_value_t = 8)]
     table_shards: u32,
+    /// Status patches in flight at once (the status writer; the table never waits for it).
+    #[arg(long = "status-concurrency", default_value_t = 8)]
+    status_concurrency: usize,
+    /// Seconds one status patch may take before it counts as failed and is retried.
+    #[arg(long = "status-timeout", value_name = "SECONDS", default_value_t = 10)]
+    status_timeout: u64,
     /// Leader lease duration in seconds; a new leader takes over within this.
     #[arg(long = "lease-duration", default_value_t = 15)]
     lease_duration: u64,
@@ -62,10 +69,9 @@ impl AdminState for State {
         self.0.render()
     }
     fn ready(&self) -> Result<(), String> {
-        if self.0.synced.load(Ordering::Relaxed) {
-            Ok(())
-        } else {
-            Err("watches not synced yet".into())
+        match self.0.not_ready() {
+            None => Ok(()),
+            Some(why) => Err(why),
         }
     }
 }
@@ -112,12 +118,15 @@ async fn run(args: Args) -> Result<(), String> {
     let (leader, lease_task) = manager.watch().await;
 
     let config = Config {
-        namespace: args.namespace.clone(),
         shards: args.table_shards,
-        zones,
         default_ttl: args.default_ttl,
         debounce: Duration::from_millis(args.debounce_ms),
-        identity: args.identity.clone(),
+        status: WriterConfig {
+            concurrency: args.status_concurrency.max(1),
+            timeout: Duration::from_secs(args.status_timeout.max(1)),
+            identity: args.identity.clone(),
+        },
+        ..Config::new(args.namespace.clone(), zones)
     };
     let (stop_tx, stop_rx) = watch::channel(false);
     let control = tokio::spawn(controller::run(client, config, leader, metrics, stop_rx));

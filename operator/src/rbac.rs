@@ -75,7 +75,8 @@ pub const OPERATOR: &[Access] = &[
     Access {
         api_group: "",
         resource: "configmaps",
-        verbs: &["get", "list", "create", "patch"],
+        // delete: shards a smaller table no longer uses.
+        verbs: &["get", "list", "create", "patch", "delete"],
         cluster: false,
     },
     Access {

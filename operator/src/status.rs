@@ -28,6 +28,8 @@ pub mod types {
 pub mod condition_reasons {
     pub const SERVED: &str = "Served";
     pub const NOT_SERVED: &str = "NotServed";
+    /// This version of the group is not published: the table write failed (P5).
+    pub const PUBLISH_FAILED: &str = "PublishFailed";
     pub const HEALTHY_RECORDS: &str = "HealthyRecords";
     pub const NO_HEALTHY_RECORD: &str = "NoHealthyRecord";
     pub const CHECKERS_AGREE: &str = "QuorumHealthy";
@@ -73,10 +75,25 @@ pub fn merge_conditions(
         .collect()
 }
 
+/// Where the group's current version stands against the published table (SEMANTICS P5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Publication<'a> {
+    /// The published table holds exactly what the compiler serves for the group: since
+    /// `since`, the generation that first carried this version (`None`: nothing, as wanted).
+    InSync { since: Option<u64> },
+    /// The compiler's version is not published because publishing fails; the resolvers serve
+    /// the version first published in `serving_since` (or nothing).
+    Failed {
+        error: &'a str,
+        serving_since: Option<u64>,
+    },
+}
+
 /// The status of a RecordGroup, conditions included.
 pub fn record_group(
     mut status: RecordGroupStatus,
     outcome: &GroupOutcome,
+    publication: Publication<'_>,
     old: Option<&RecordGroupStatus>,
     generation: Option<i64>,
     now: jiff::Timestamp,
@@ -86,6 +103,49 @@ pub fn record_group(
         Err(r) => (false, r.reason, r.message.clone()),
     };
     let healthy = status.records.iter().filter(|r| r.healthy).count();
+    let (ready, ready_reason, ready_message) = match publication {
+        Publication::InSync { since: Some(g) } => {
+            status.served = true;
+            status.served_generation = Some(g);
+            let what = if compiled_ok {
+                "served by the resolvers"
+            } else {
+                "serving the last good version"
+            };
+            (
+                true,
+                condition_reasons::SERVED,
+                format!("{what} (table generation {g})"),
+            )
+        }
+        Publication::InSync { since: None } => {
+            status.served = false;
+            status.served_generation = None;
+            (
+                false,
+                condition_reasons::NOT_SERVED,
+                "not served".to_owned(),
+            )
+        }
+        Publication::Failed {
+            error,
+            serving_since,
+        } => {
+            status.served = serving_since.is_some();
+            status.served_generation = serving_since;
+            let serving = match serving_since {
+                Some(g) => format!("the resolvers still serve the version of table generation {g}"),
+                None => "the resolvers serve nothing for this group".to_owned(),
+            };
+            (
+                false,
+                condition_reasons::PUBLISH_FAILED,
+                format!(
+                    "this version is not served: publishing the routing table failed ({error}); {serving}"
+                ),
+            )
+        }
+    };
     let desired = vec![
         Desired {
             kind: types::COMPILED,
@@ -95,19 +155,9 @@ pub fn record_group(
         },
         Desired {
             kind: types::READY,
-            status: status.served,
-            reason: if status.served {
-                condition_reasons::SERVED
-            } else {
-                condition_reasons::NOT_SERVED
-            },
-            message: if status.served && !compiled_ok {
-                "serving the last good version".into()
-            } else if status.served {
-                "served by the resolvers".into()
-            } else {
-                "not served".into()
-            },
+            status: ready,
+            reason: ready_reason,
+            message: ready_message,
         },
         Desired {
             kind: types::LAST_RESORT,
@@ -211,11 +261,12 @@ pub struct Notice {
     pub note: String,
 }
 
-/// Records that turned unhealthy or healthy again, and the last resort entered or left,
-/// between the status on the server and the new one. Nothing for a first status.
+/// Records that turned unhealthy or healthy again, the last resort entered or left, and a
+/// version that could not be published or was published after all, between the status on
+/// the server and the new one. For a first status, only a failed publish.
 pub fn group_events(old: Option<&RecordGroupStatus>, new: &RecordGroupStatus) -> Vec<Notice> {
-    let Some(old) = old else { return Vec::new() };
-    let mut out = Vec::new();
+    let mut out = publish_events(old, new);
+    let Some(old) = old else { return out };
     for r in &new.records {
         let Some(before) = old
             .records
@@ -260,6 +311,31 @@ pub fn group_events(old: Option<&RecordGroupStatus>, new: &RecordGroupStatus) ->
         });
     }
     out
+}
+
+/// A version that could not be published (P5), and the publish that succeeded after it.
+fn publish_events(old: Option<&RecordGroupStatus>, new: &RecordGroupStatus) -> Vec<Notice> {
+    fn ready(s: &RecordGroupStatus) -> Option<&Condition> {
+        s.conditions.iter().find(|c| c.type_ == types::READY)
+    }
+    let failed =
+        |c: Option<&Condition>| c.is_some_and(|c| c.reason == condition_reasons::PUBLISH_FAILED);
+    let before = old.and_then(ready);
+    match ready(new) {
+        Some(c) if failed(Some(c)) && !failed(before) => vec![Notice {
+            warning: true,
+            reason: condition_reasons::PUBLISH_FAILED,
+            action: "Publish",
+            note: c.message.clone(),
+        }],
+        Some(c) if failed(before) && c.reason == condition_reasons::SERVED => vec![Notice {
+            warning: false,
+            reason: "Published",
+            action: "Publish",
+            note: c.message.clone(),
+        }],
+        _ => Vec::new(),
+    }
 }
 
 /// Groups where a shift became applied or not applied.

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use healthroute_operator::api::RecordGroup;
 use healthroute_operator::compiler::ServedZones;
-use healthroute_operator::controller::{Index, Input, OperatorMetrics, Writer};
+use healthroute_operator::controller::{Index, Input};
 use healthroute_operator::publish::{Publisher, TABLE_NAME};
 use healthroute_table::published::{Assembler, DATA_KEY};
 use healthroute_table::{RoutingTable, Value};
@@ -16,7 +16,6 @@ use kube::client::Body;
 use kube::runtime::watcher;
 use kube::{Api, Client};
 use serde_json::{Value as Json, json};
-use tokio::sync::watch;
 
 type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
 
@@ -147,7 +146,9 @@ async fn publisher_writes_shards_then_manifest_and_only_changes() {
                 .as_bytes(),
         )
         .expect("manifest");
-    assert_eq!(assembler.assemble().as_ref(), Some(&*table));
+    let assembled = assembler.assemble().expect("newer").expect("complete");
+    assert_eq!(assembled.groups, table.groups);
+    assert_eq!(assembled.generation, 1, "the publisher's first generation");
 
     // Unchanged: no request at all.
     let report = publisher.publish(&table).await.expect("publishes");
@@ -183,9 +184,11 @@ async fn new_leader_does_not_rewrite_unchanged_shards() {
     let mut items: Vec<Json> = encoded
         .shards
         .iter()
-        .map(|(i, hash, _)| json!({"metadata": {"name": format!("{TABLE_NAME}-{i}"), "annotations": {"healthroute.io/content-hash": hash}}}))
+        .map(|(i, hash, json)| json!({"metadata": {"name": format!("{TABLE_NAME}-{i}"), "labels": {"healthroute.io/table": "shard"}, "annotations": {"healthroute.io/content-hash": hash}},
+                                      "data": {DATA_KEY: String::from_utf8_lossy(json)}}))
         .collect();
-    items.push(json!({"metadata": {"name": TABLE_NAME, "annotations": {"healthroute.io/content-hash": healthroute_table::published::content_hash(manifest.as_bytes())}}}));
+    items.push(json!({"metadata": {"name": TABLE_NAME, "labels": {"healthroute.io/table": "manifest"}, "annotations": {"healthroute.io/content-hash": healthroute_table::published::content_hash(manifest.as_bytes())}},
+                      "data": {DATA_KEY: manifest}}));
     let (client, mut handle) = mock();
     let mut publisher = Publisher::new(Api::<ConfigMap>::namespaced(client, "healthroute"), 2);
     let server = tokio::spawn(async move {
@@ -197,106 +200,6 @@ async fn new_leader_does_not_rewrite_unchanged_shards() {
     let report = publisher.publish(&table).await.expect("publishes");
     assert_eq!((report.shards_written, report.manifest_written), (0, false));
     server.await.expect("server");
-}
-
-// SEM-S8 SEM-P3: the status writer patches /status with server-side apply under one field
-// manager, with conditions and per-record health; it writes nothing while not the leader,
-// and nothing again when the status did not change.
-#[tokio::test]
-async fn status_writer_is_leader_gated_and_writes_changes_only() {
-    let mut index = index_with(&[("api", "192.0.2.1")]);
-    // A group outside the served zones: rejected, reported.
-    index.apply(Input::Group(watcher::Event::Apply({
-        let mut bad = rg("bad", "192.0.2.1");
-        bad.spec.name = "www.other.org.".into();
-        bad
-    })));
-    let report = index.compiler.compile(jiff::Timestamp::now());
-    let metrics = OperatorMetrics::default();
-
-    let (client, mut handle) = mock();
-    let mut writer = Writer::new(client, "healthroute", 1, "test");
-    let (leader_tx, leader) = watch::channel(false);
-
-    // Not the leader: no request (a request would hang the scenario; none may come).
-    writer.flush(&index, &report, &leader, &metrics).await;
-    assert!(
-        tokio::time::timeout(Duration::from_millis(100), handle.next_request())
-            .await
-            .is_err(),
-        "a non-leader writes nothing"
-    );
-
-    leader_tx.send(true).expect("send");
-    let server = tokio::spawn(async move {
-        expect(
-            &mut handle,
-            "GET",
-            "/api/v1/namespaces/healthroute/configmaps",
-            |_| json!({"apiVersion": "v1", "kind": "ConfigMapList", "metadata": {}, "items": []}),
-        )
-        .await;
-        for _ in 0..2 {
-            expect(
-                &mut handle,
-                "PATCH",
-                "/api/v1/namespaces/healthroute/configmaps/",
-                |b| b.clone(),
-            )
-            .await;
-        }
-        let mut statuses = Vec::new();
-        for _ in 0..2 {
-            statuses.push(
-                expect(&mut handle, "PATCH", "/apis/healthroute.io/v1alpha1/namespaces/shop/recordgroups/", |b| {
-                    let mut obj = b.clone();
-                    obj["metadata"] = json!({"name": "x", "namespace": "shop"});
-                    obj["spec"] = json!({"name": "x.example.com.", "type": "A", "routingPolicy": "Simple", "records": [{"setIdentifier": "x", "values": ["192.0.2.1"]}]});
-                    obj
-                })
-                .await,
-            );
-        }
-        (statuses, handle)
-    });
-    writer.flush(&index, &report, &leader, &metrics).await;
-    let (statuses, mut handle) = server.await.expect("server");
-    let api = statuses
-        .iter()
-        .find(|s| s["status"]["served"] == true)
-        .expect("api status");
-    assert_eq!(api["kind"], "RecordGroup");
-    assert_eq!(api["status"]["records"][0]["values"][0], "192.0.2.1");
-    let ready = api["status"]["conditions"]
-        .as_array()
-        .expect("conditions")
-        .iter()
-        .find(|c| c["type"] == "Ready")
-        .expect("Ready");
-    assert_eq!(ready["status"], "True");
-    let bad = statuses
-        .iter()
-        .find(|s| s["status"]["served"] == false)
-        .expect("bad status");
-    let compiled = bad["status"]["conditions"]
-        .as_array()
-        .expect("conditions")
-        .iter()
-        .find(|c| c["type"] == "Compiled")
-        .expect("Compiled");
-    assert_eq!(
-        (compiled["status"].as_str(), compiled["reason"].as_str()),
-        (Some("False"), Some("ZoneNotServed"))
-    );
-
-    // Nothing changed: nothing is written.
-    let report = index.compiler.compile(jiff::Timestamp::now());
-    writer.flush(&index, &report, &leader, &metrics).await;
-    assert!(
-        tokio::time::timeout(Duration::from_millis(100), handle.next_request())
-            .await
-            .is_err()
-    );
 }
 
 // Watch semantics: objects missing from a re-list are deleted; EndpointSlices feed readiness;

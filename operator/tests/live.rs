@@ -51,7 +51,7 @@ async fn published(client: &Client, ns: &str) -> Option<RoutingTable<Value>> {
             a.set_shard(data.as_bytes()).ok()?;
         }
     }
-    a.assemble()
+    a.assemble().ok().flatten()
 }
 
 async fn wait_for<F: std::future::Future<Output = bool>>(what: &str, mut f: impl FnMut() -> F) {
@@ -91,14 +91,12 @@ async fn live_cluster_round_trip() {
     // Held until the end: this process is the leader throughout.
     let (_leader_tx, leader) = tokio::sync::watch::channel(true);
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
-    let config = Config {
-        namespace: ns.clone(),
-        shards: 2,
-        zones: ServedZones::new(["live.example."]).expect("zone"),
-        default_ttl: 30,
-        debounce: Duration::from_millis(20),
-        identity: "live-test".into(),
-    };
+    let mut config = Config::new(
+        ns.clone(),
+        ServedZones::new(["live.example."]).expect("zone"),
+    );
+    config.shards = 2;
+    config.default_ttl = 30;
     let control = tokio::spawn(controller::run(
         client.clone(),
         config,

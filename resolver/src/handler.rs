@@ -36,6 +36,9 @@ pub struct Shared {
     pub metrics: Metrics,
     /// The in-process checker's counters (standalone mode), exported with ours.
     pub checker: Option<(String, Arc<healthroute_operator::checker::CheckerMetrics>)>,
+    /// Set when a stop signal arrived: /readyz turns unready while queries are still
+    /// answered, so that traffic moves away before the sockets close (P9).
+    pub draining: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {

@@ -2,14 +2,17 @@
 //! views and heartbeats.
 //!
 //! ```text
-//!   ConfigMaps (label healthroute.io/table) ──watch──▶ Assembler ──complete set──▶ watch<table>
+//!   ConfigMaps (label healthroute.io/table) ──watch──▶ Assembler ──complete, newer set──▶ watch<table>
 //!   HealthChecks ──watch──▶ Checker::sync ──views──▶ SSA HealthCheck/status checkers[<me>]
 //!                                          └─heartbeat──▶ SSA Lease healthroute-checker-<me>
+//!                                               (with the generation this resolver serves)
 //! ```
 //!
 //! The resolver only reads the table (get/list/watch ConfigMaps) and only writes its own
 //! status entries and its own Lease, each under its own field manager (P3). When the API
-//! server is unreachable it keeps serving the last table it assembled (P2).
+//! server is unreachable it keeps serving the last table it assembled (P2); when it is back,
+//! the watches resume within about a second (bounded backoff). The generation it serves only
+//! moves forward (P4), and its Lease tells a new operator leader where to continue.
 
 use std::sync::Arc;
 
@@ -17,7 +20,8 @@ use futures::StreamExt;
 use healthroute_operator::api::{GROUP, HealthCheck, VERSION};
 use healthroute_operator::checker::{Checker, CheckerEvent};
 use healthroute_operator::compiler::ObjectKey;
-use healthroute_operator::controller::CHECKER_LABEL;
+use healthroute_operator::index::{CHECKER_LABEL, SERVED_GENERATION_ANNOTATION};
+use healthroute_operator::retry::{Backoff, ErrorLog};
 use healthroute_table::published::{Assembler, DATA_KEY, MANIFEST, TABLE_LABEL};
 use healthroute_table::{RoutingTable, Value};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -36,15 +40,19 @@ pub async fn follow_table(
 ) {
     let api: Api<ConfigMap> = Api::namespaced(client, &namespace);
     let mut stream = watcher(api, watcher::Config::default().labels(TABLE_LABEL))
-        .default_backoff()
+        .backoff(Backoff::watch())
         .boxed();
     let mut assembler = Assembler::default();
+    let mut errors = ErrorLog::default();
     while let Some(event) = stream.next().await {
         let cms = match event {
             Ok(watcher::Event::Apply(cm) | watcher::Event::InitApply(cm)) => vec![cm],
             Ok(_) => Vec::new(),
             Err(e) => {
-                tracing::warn!(error = %e, "table watch failed; serving the last table while retrying");
+                let e = e.to_string();
+                if errors.should_log(&e) {
+                    tracing::warn!(error = %e, "table watch failed; serving the last table while retrying (logged once a minute)");
+                }
                 continue;
             }
         };
@@ -62,13 +70,17 @@ pub async fn follow_table(
                 tracing::error!(configmap = %cm.name_any(), error = %e, "unreadable table object; ignored");
             }
         }
-        if let Some(table) = assembler.assemble() {
-            tracing::info!(
-                generation = table.generation,
-                groups = table.groups.len(),
-                "assembled a published table"
-            );
-            tables.send_replace(Some(Arc::new(table)));
+        match assembler.assemble() {
+            Ok(Some(table)) => {
+                tracing::info!(
+                    generation = table.generation,
+                    groups = table.groups.len(),
+                    "assembled a published table"
+                );
+                tables.send_replace(Some(Arc::new(table)));
+            }
+            Ok(None) => {}
+            Err(not_newer) => tracing::warn!("{not_newer}"),
         }
     }
 }
@@ -78,18 +90,20 @@ pub fn field_manager(checker: &str) -> String {
     format!("healthroute-checker-{checker}")
 }
 
-/// Runs the checker against the cluster's HealthChecks and writes what it sees.
+/// Runs the checker against the cluster's HealthChecks and writes what it sees;
+/// `served_generation` tells the heartbeat which table generation this resolver serves.
 pub async fn run_checker(
     client: Client,
     namespace: String,
     mut checker: Checker,
     mut events: mpsc::Receiver<CheckerEvent>,
+    served_generation: impl Fn() -> Option<u64> + Send + 'static,
 ) {
     let name = checker.name().to_owned();
     let manager = field_manager(&name);
     let checks: Api<HealthCheck> = Api::all(client.clone());
     let mut stream = watcher(checks, watcher::Config::default())
-        .default_backoff()
+        .backoff(Backoff::watch())
         .boxed();
     let mut known: std::collections::BTreeMap<ObjectKey, HealthCheck> = Default::default();
     let mut listing: Option<std::collections::BTreeSet<ObjectKey>> = None;
@@ -120,7 +134,7 @@ pub async fn run_checker(
                     }
                 }
                 CheckerEvent::Heartbeat { checker: who, at } => {
-                    if let Err(e) = write_heartbeat(&leases, &manager, &who, at).await {
+                    if let Err(e) = write_heartbeat(&leases, &manager, &who, at, served_generation()).await {
                         tracing::debug!(error = %e, "heartbeat not written");
                     }
                 }
@@ -158,18 +172,24 @@ pub async fn write_view(
     .map(|_| ())
 }
 
-/// Renews the checker's heartbeat Lease (H7: who is reachable).
+/// Renews the checker's heartbeat Lease (H7: who is reachable), with the table generation
+/// its resolver serves (P4: a new operator leader continues above it).
 pub async fn write_heartbeat(
     leases: &Api<Lease>,
     manager: &str,
     checker: &str,
     at: jiff::Timestamp,
+    served_generation: Option<u64>,
 ) -> Result<(), kube::Error> {
     let lease_name = format!("healthroute-checker-{checker}");
+    let annotations = match served_generation {
+        Some(g) => json!({SERVED_GENERATION_ANNOTATION: g.to_string()}),
+        None => json!({}),
+    };
     let patch = json!({
         "apiVersion": "coordination.k8s.io/v1",
         "kind": "Lease",
-        "metadata": {"name": lease_name, "labels": {CHECKER_LABEL: checker}},
+        "metadata": {"name": lease_name, "labels": {CHECKER_LABEL: checker}, "annotations": annotations},
         "spec": {
             "holderIdentity": checker,
             "renewTime": at.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string(),
@@ -232,9 +252,15 @@ mod tests {
             .await
             .expect("view");
         let leases: Api<Lease> = Api::namespaced(client, "healthroute");
-        write_heartbeat(&leases, &manager, "resolver-a", jiff::Timestamp::now())
-            .await
-            .expect("lease");
+        write_heartbeat(
+            &leases,
+            &manager,
+            "resolver-a",
+            jiff::Timestamp::now(),
+            Some(41),
+        )
+        .await
+        .expect("lease");
         let seen = server.await.expect("server");
         assert!(
             seen[0].0.starts_with(
@@ -258,5 +284,10 @@ mod tests {
         );
         assert!(seen[1].0.starts_with("/apis/coordination.k8s.io/v1/namespaces/healthroute/leases/healthroute-checker-resolver-a?"));
         assert_eq!(seen[1].1["metadata"]["labels"][CHECKER_LABEL], "resolver-a");
+        // SEM-P4: the Lease says which generation this resolver serves.
+        assert_eq!(
+            seen[1].1["metadata"]["annotations"][SERVED_GENERATION_ANNOTATION],
+            "41"
+        );
     }
 }

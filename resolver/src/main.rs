@@ -100,9 +100,23 @@ struct ServeArgs {
     /// In a cluster: do not run health checks from this resolver.
     #[arg(long = "no-checker")]
     no_checker: bool,
+    /// Seconds to keep answering after a stop signal, with /readyz unready, so that traffic
+    /// moves away first (default: 5 in a cluster, 0 in standalone mode).
+    #[arg(long = "shutdown-drain", value_name = "SECONDS")]
+    shutdown_drain: Option<f64>,
     /// Log format.
     #[arg(long = "log-format", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
+}
+
+impl ServeArgs {
+    fn drain(&self, default_seconds: f64) -> Duration {
+        Duration::from_secs_f64(
+            self.shutdown_drain
+                .unwrap_or(default_seconds)
+                .clamp(0.0, 3600.0),
+        )
+    }
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -235,6 +249,9 @@ async fn serve_standalone(args: ServeArgs, dir: PathBuf) -> Result<(), String> {
     let (stop_tx, stop_rx) = watch::channel(false);
     let compile_loop = tokio::spawn(standalone.run(events_rx, stop_rx));
     process::shutdown_signal().await;
+    running
+        .drain(args.drain(0.0), process::shutdown_signal())
+        .await;
     tracing::info!("shutting down: finishing in-flight queries");
     let _ = stop_tx.send(true);
     let _ = compile_loop.await;
@@ -255,26 +272,37 @@ async fn serve_cluster(args: ServeArgs) -> Result<(), String> {
         args.table_namespace.clone(),
         table_tx,
     ))];
+    let mut checker = None;
     if !args.no_checker {
         let (events_tx, events_rx) = mpsc::channel(4096);
         let policy = checker_policy(&args, TargetPolicy::cluster_default());
-        let mut checker = Checker::new(
+        let mut c = Checker::new(
             args.checker_name.clone(),
             args.checker_zone.clone(),
             policy,
             events_tx,
         );
-        checker.start_heartbeat(Duration::from_secs(1));
-        config.checker = Some((checker.name().to_owned(), checker.metrics.clone()));
+        c.start_heartbeat(Duration::from_secs(1));
+        config.checker = Some((c.name().to_owned(), c.metrics.clone()));
+        checker = Some((c, events_rx));
+    }
+    let running = start(config, table_rx).await?;
+    if let Some((c, events_rx)) = checker {
+        // The heartbeat carries the generation being served (P4).
+        let shared = running.shared.clone();
+        let served = move || shared.table.load().as_ref().map(|t| t.generation);
         tasks.push(tokio::spawn(healthroute_resolver::kube::run_checker(
             client,
             args.table_namespace.clone(),
-            checker,
+            c,
             events_rx,
+            served,
         )));
     }
-    let running = start(config, table_rx).await?;
     process::shutdown_signal().await;
+    running
+        .drain(args.drain(5.0), process::shutdown_signal())
+        .await;
     tracing::info!("shutting down: finishing in-flight queries");
     for t in tasks {
         t.abort();

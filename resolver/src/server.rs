@@ -51,6 +51,30 @@ pub struct Running {
 }
 
 impl Running {
+    /// Turns /readyz unready and keeps answering for `drain`, so that load balancers and
+    /// EndpointSlices move traffic away before the sockets close (P9); a second stop signal
+    /// ends the wait.
+    pub async fn drain(
+        &self,
+        drain: Duration,
+        second_signal: impl std::future::Future<Output = ()>,
+    ) {
+        self.shared
+            .draining
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        if drain.is_zero() {
+            return;
+        }
+        tracing::info!(
+            seconds = drain.as_secs_f64(),
+            "draining: unready, still answering"
+        );
+        tokio::select! {
+            _ = tokio::time::sleep(drain) => {}
+            _ = second_signal => tracing::info!("second stop signal: not waiting for the drain"),
+        }
+    }
+
     /// Stops accepting, lets in-flight queries finish, and returns.
     pub async fn shutdown(mut self) {
         // UDP threads notice within their 200 ms receive timeout.
@@ -86,6 +110,7 @@ pub async fn start(
         }),
         metrics: Metrics::new(zone_names),
         checker: config.checker.clone(),
+        draining: Default::default(),
     });
 
     // P2: serve the last table from disk until a source has a newer one.
@@ -324,6 +349,9 @@ impl healthroute_operator::admin::AdminState for Shared {
         body
     }
     fn ready(&self) -> Result<(), String> {
+        if self.draining.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err("shutting down: still answering while traffic moves away".into());
+        }
         match self.table.load_full() {
             Some(_) => Ok(()),
             None => Err("no routing table yet".into()),

@@ -52,12 +52,22 @@ pub struct CheckHealth {
     pub reason: String,
 }
 
+/// How long a heartbeat keeps a checker reachable (H7): 3 request intervals.
+fn reachable_window(interval_seconds: u32) -> i64 {
+    3 * 1000 * i64::from(interval_seconds.max(1))
+}
+
 /// When a checker's heartbeat is fresh enough to count (H7): no older than 3 intervals.
 pub fn is_reachable(heartbeat: Option<Timestamp>, interval_seconds: u32, now: Timestamp) -> bool {
     heartbeat.is_some_and(|hb| {
-        let age = now.as_millisecond() - hb.as_millisecond();
-        age <= 3 * 1000 * i64::from(interval_seconds.max(1))
+        now.as_millisecond() - hb.as_millisecond() <= reachable_window(interval_seconds)
     })
+}
+
+/// The first moment a checker whose last heartbeat is `heartbeat` no longer counts for
+/// checks of `interval_seconds` (H7).
+pub fn unreachable_at(heartbeat: Timestamp, interval_seconds: u32) -> Timestamp {
+    heartbeat + jiff::SignedDuration::from_millis(reachable_window(interval_seconds) + 1)
 }
 
 /// H7 quorum over reachable views, then H8 and H9. Not for calculated checks.
@@ -173,33 +183,14 @@ fn word(healthy: bool) -> &'static str {
     if healthy { "healthy" } else { "unhealthy" }
 }
 
-/// When one of `check`'s reachable views goes stale, if any does.
-fn stale_at(
-    check: &CheckInput,
-    heartbeats: &HashMap<String, Timestamp>,
-    now: Timestamp,
-) -> Option<Timestamp> {
-    let window = jiff::SignedDuration::from_millis(
-        3 * 1000 * i64::from(check.spec.request_interval_seconds.max(1)),
-    );
-    check
-        .views
-        .iter()
-        .filter_map(|v| heartbeats.get(&v.checker))
-        .map(|hb| *hb + window + jiff::SignedDuration::from_millis(1))
-        .filter(|t| *t > now)
-        .min()
-}
-
-/// Evaluates every check: probe checks first, then calculated ones over them. Also returns
-/// when the result can next change by time alone (a heartbeat going stale).
+/// Evaluates every check: probe checks first, then calculated ones over them.
 pub fn evaluate_all(
     checks: &BTreeMap<ObjectKey, CheckInput>,
     heartbeats: &HashMap<String, Timestamp>,
     now: Timestamp,
-) -> (BTreeMap<ObjectKey, CheckHealth>, Option<Timestamp>) {
+) -> BTreeMap<ObjectKey, CheckHealth> {
     let mut health = BTreeMap::new();
-    let valid_until = evaluate_into(
+    evaluate_into(
         checks,
         heartbeats,
         now,
@@ -207,12 +198,11 @@ pub fn evaluate_all(
         &mut health,
         &mut Vec::new(),
     );
-    (health, valid_until)
+    health
 }
 
 /// Evaluates the probe checks named by `keys` (removing those that no longer exist) and every
 /// calculated check into `health`, pushing the keys whose result changed onto `changed`.
-/// Returns when one of the evaluated results can next change by time alone.
 pub fn evaluate_into<'k>(
     checks: &BTreeMap<ObjectKey, CheckInput>,
     heartbeats: &HashMap<String, Timestamp>,
@@ -220,8 +210,7 @@ pub fn evaluate_into<'k>(
     keys: impl IntoIterator<Item = &'k ObjectKey>,
     health: &mut BTreeMap<ObjectKey, CheckHealth>,
     changed: &mut Vec<ObjectKey>,
-) -> Option<Timestamp> {
-    let mut valid_until: Option<Timestamp> = None;
+) {
     fn set(
         key: &ObjectKey,
         h: CheckHealth,
@@ -237,9 +226,6 @@ pub fn evaluate_into<'k>(
         match checks.get(key) {
             Some(check) if check.spec.check_type != CheckType::Calculated => {
                 set(key, probe_health(check, heartbeats, now), health, changed);
-                if let Some(t) = stale_at(check, heartbeats, now) {
-                    valid_until = Some(valid_until.map_or(t, |v| v.min(t)));
-                }
             }
             Some(_) => {}
             None => {
@@ -264,7 +250,6 @@ pub fn evaluate_into<'k>(
             set(key, h, health, changed);
         }
     }
-    valid_until
 }
 
 #[cfg(test)]
@@ -431,7 +416,7 @@ mod tests {
             ObjectKey::new("ns", "outer"),
             CheckInput::new(calc(&["inner"], 1)),
         );
-        let (all, _) = evaluate_all(&checks, &HashMap::new(), now());
+        let all = evaluate_all(&checks, &HashMap::new(), now());
         let outer = &all[&ObjectKey::new("ns", "outer")];
         assert!(!outer.healthy);
         assert!(outer.reason.contains("not allowed"), "{}", outer.reason);
@@ -447,7 +432,7 @@ mod tests {
         let mut spec = calc(&["a"], 1);
         spec.inverted = true;
         checks.insert(ObjectKey::new("ns", "calc"), CheckInput::new(spec));
-        let (all, _) = evaluate_all(&checks, &fresh(&["x"]), now());
+        let all = evaluate_all(&checks, &fresh(&["x"]), now());
         assert!(all[&ObjectKey::new("ns", "a")].healthy);
         assert!(!all[&ObjectKey::new("ns", "calc")].healthy);
     }

@@ -146,6 +146,8 @@ pub struct CompileReport {
     pub changed_groups: Vec<ObjectKey>,
     /// Checks whose health changed, or that were removed.
     pub changed_checks: Vec<ObjectKey>,
+    /// Probe checks evaluated again (their inputs, or a checker's reachability, changed).
+    pub evaluated_checks: usize,
 }
 
 /// A small ordered set of keys: a sorted `Vec`. The compiler keeps one per name and per
@@ -198,11 +200,15 @@ pub struct Compiler {
     names: HashMap<String, KeySet>,
     dirty: BTreeSet<ObjectKey>,
     dirty_checks: BTreeSet<ObjectKey>,
-    all_checks_dirty: bool,
-    /// When the earliest reachable checker's heartbeat goes stale (H7).
-    checks_valid_until: Option<Timestamp>,
+    /// Probe checks by request interval: reachability (H7) is per checker and interval.
+    intervals: BTreeMap<u32, usize>,
+    /// Per checker, the intervals for which it counted as reachable at the last compile; only
+    /// a change here re-evaluates the checks it affects (a heartbeat alone changes nothing).
+    reachable: HashMap<String, BTreeSet<u32>>,
     table: Arc<RoutingTable<Value>>,
     table_dirty: BTreeSet<ObjectKey>,
+    /// Groups whose served version came back from a published table: their status changes.
+    recovered: BTreeSet<ObjectKey>,
 }
 
 impl Compiler {
@@ -247,28 +253,46 @@ impl Compiler {
 
     pub fn upsert_check(&mut self, key: ObjectKey, input: CheckInput) {
         self.dirty_checks.insert(key.clone());
-        self.checks.insert(key, input);
+        self.count_interval(&input, 1);
+        if let Some(old) = self.checks.insert(key, input) {
+            self.count_interval(&old, -1);
+        }
     }
 
-    /// Sets a check's spec (and the status it had), keeping the views already reported.
-    pub fn upsert_check_spec(&mut self, key: ObjectKey, input: CheckInput) {
-        self.dirty_checks.insert(key.clone());
-        match self.checks.get_mut(&key) {
-            Some(existing) => {
-                existing.spec = input.spec;
-                if existing.last_healthy.is_none() {
-                    existing.last_healthy = input.last_healthy;
-                }
-            }
-            None => {
-                self.checks.insert(key, input);
+    /// Keeps [`Compiler::intervals`] in step with the probe checks.
+    fn count_interval(&mut self, check: &CheckInput, by: isize) {
+        if check.spec.check_type == crate::api::CheckType::Calculated {
+            return;
+        }
+        let interval = check.spec.request_interval_seconds;
+        let n = self.intervals.entry(interval).or_default();
+        *n = n.saturating_add_signed(by);
+        if *n == 0 {
+            self.intervals.remove(&interval);
+            for intervals in self.reachable.values_mut() {
+                intervals.remove(&interval);
             }
         }
     }
 
+    /// Sets a check's spec (and the status it had), keeping the views already reported.
+    pub fn upsert_check_spec(&mut self, key: ObjectKey, input: CheckInput) {
+        let merged = match self.checks.get(&key) {
+            Some(existing) => CheckInput {
+                spec: input.spec,
+                views: existing.views.clone(),
+                last_healthy: existing.last_healthy.or(input.last_healthy),
+            },
+            None => input,
+        };
+        self.upsert_check(key, merged);
+    }
+
     pub fn delete_check(&mut self, key: &ObjectKey) {
         self.dirty_checks.insert(key.clone());
-        self.checks.remove(key);
+        if let Some(old) = self.checks.remove(key) {
+            self.count_interval(&old, -1);
+        }
     }
 
     /// Replaces one checker's view of a check (as a checker's status entry arrives).
@@ -284,12 +308,10 @@ impl Compiler {
         true
     }
 
-    /// Records a checker's heartbeat. A new time can change which checkers count (H7), so
-    /// every check is evaluated again on the next compile.
+    /// Records a checker's heartbeat. Checks are evaluated again only when it makes the
+    /// checker reachable where it was not (H7); the next compile finds out.
     pub fn set_heartbeat(&mut self, checker: impl Into<String>, at: Timestamp) {
-        if self.heartbeats.insert(checker.into(), at) != Some(at) {
-            self.all_checks_dirty = true;
-        }
+        self.heartbeats.insert(checker.into(), at);
     }
 
     pub fn upsert_shift(&mut self, key: ObjectKey, input: ShiftInput) {
@@ -331,43 +353,21 @@ impl Compiler {
     pub fn compile(&mut self, now: Timestamp) -> CompileReport {
         let mut report = CompileReport::default();
 
-        // Checks: all of them when time or heartbeats moved past what the last evaluation
-        // assumed, else only those whose inputs changed. Only changed results cost a recompile.
-        let full = self.all_checks_dirty || self.checks_valid_until.is_some_and(|t| now >= t);
+        // Checks: those whose inputs changed, and those that read a checker whose
+        // reachability changed since the last compile (a heartbeat arrived after it went stale,
+        // or one went stale). Only changed results cost a recompile.
+        self.dirty_reachability_changes(now);
+        let dirty = std::mem::take(&mut self.dirty_checks);
+        report.evaluated_checks = dirty.len();
         let mut changed = Vec::new();
-        if full {
-            self.all_checks_dirty = false;
-            self.dirty_checks.clear();
-            let gone: Vec<ObjectKey> = self
-                .check_health
-                .keys()
-                .filter(|k| !self.checks.contains_key(*k))
-                .cloned()
-                .collect();
-            let keys = self.checks.keys().chain(gone.iter());
-            self.checks_valid_until = health::evaluate_into(
-                &self.checks,
-                &self.heartbeats,
-                now,
-                keys,
-                &mut self.check_health,
-                &mut changed,
-            );
-        } else {
-            let dirty = std::mem::take(&mut self.dirty_checks);
-            let valid_until = health::evaluate_into(
-                &self.checks,
-                &self.heartbeats,
-                now,
-                &dirty,
-                &mut self.check_health,
-                &mut changed,
-            );
-            self.checks_valid_until = match (self.checks_valid_until, valid_until) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-        }
+        health::evaluate_into(
+            &self.checks,
+            &self.heartbeats,
+            now,
+            &dirty,
+            &mut self.check_health,
+            &mut changed,
+        );
         for key in &changed {
             self.dirty_users(key, Dep::Check);
         }
@@ -395,6 +395,11 @@ impl Compiler {
             self.ensure(&key, now, &mut BTreeSet::new(), &mut report);
         }
 
+        for key in std::mem::take(&mut self.recovered) {
+            if !report.changed_groups.contains(&key) {
+                report.changed_groups.push(key);
+            }
+        }
         report.table_changes = self.table_dirty.len();
         if !self.table_dirty.is_empty() {
             let mut table = RoutingTable {
@@ -414,8 +419,49 @@ impl Compiler {
         report
     }
 
+    /// Compares every checker's reachability for every interval in use with the last compile's
+    /// and marks the probe checks that read a checker whose reachability changed.
+    fn dirty_reachability_changes(&mut self, now: Timestamp) {
+        let mut flipped: HashMap<&str, Vec<u32>> = HashMap::new();
+        for (checker, hb) in &self.heartbeats {
+            let now_reachable: BTreeSet<u32> = self
+                .intervals
+                .keys()
+                .copied()
+                .filter(|i| health::is_reachable(Some(*hb), *i, now))
+                .collect();
+            let before = self.reachable.get(checker);
+            if before != Some(&now_reachable) {
+                let empty = BTreeSet::new();
+                let before = before.unwrap_or(&empty);
+                flipped.insert(
+                    checker.as_str(),
+                    before
+                        .symmetric_difference(&now_reachable)
+                        .copied()
+                        .collect(),
+                );
+                self.reachable.insert(checker.clone(), now_reachable);
+            }
+        }
+        if flipped.is_empty() {
+            return;
+        }
+        for (key, check) in &self.checks {
+            let interval = check.spec.request_interval_seconds;
+            let reads_flipped = check.views.iter().any(|v| {
+                flipped
+                    .get(v.checker.as_str())
+                    .is_some_and(|intervals| intervals.contains(&interval))
+            });
+            if reads_flipped {
+                self.dirty_checks.insert(key.clone());
+            }
+        }
+    }
+
     /// The time at which the outputs change without any input changing: the next shift expiry
-    /// or checker heartbeat going stale. The caller compiles again then.
+    /// or a reachable checker's heartbeat going stale. The caller compiles again then.
     pub fn next_deadline(&self, now: Timestamp) -> Option<Timestamp> {
         let expiries = self
             .shift_clocks
@@ -423,7 +469,13 @@ impl Compiler {
             .filter_map(|c| c.as_ref().ok())
             .filter(|c| c.state(now) == ShiftState::Active)
             .map(|c| c.expiry);
-        let stale = self.checks_valid_until;
+        let stale = self.heartbeats.iter().flat_map(|(checker, hb)| {
+            self.reachable
+                .get(checker)
+                .into_iter()
+                .flatten()
+                .map(|i| health::unreachable_at(*hb, *i))
+        });
         expiries.chain(stale).filter(|t| *t > now).min()
     }
 
@@ -733,6 +785,37 @@ impl Compiler {
         self.deps_of.insert(key.clone(), deps);
     }
 
+    /// Takes in what an earlier leader published (S8 across a failover, P6): a group that has
+    /// no good version in this process serves the published one while it is rejected, exactly
+    /// as if this process had compiled it. Groups that no longer exist are not brought back,
+    /// and a version compiled here always wins. Takes effect on the next compile; returns how
+    /// many groups were recovered.
+    pub fn recover_served<'a>(
+        &mut self,
+        published: impl IntoIterator<Item = (&'a str, &'a Arc<CompiledGroup<Value>>)>,
+    ) -> usize {
+        let mut recovered = 0;
+        for (gk, group) in published {
+            let Some((namespace, name)) = gk.split_once('/') else {
+                continue;
+            };
+            let key = ObjectKey::new(namespace, name);
+            if !self.groups.contains_key(&key) || self.last_good.contains_key(&key) {
+                continue;
+            }
+            self.last_good.insert(key.clone(), group.clone());
+            recovered += 1;
+            if self.outcomes.get(&key).is_some_and(|o| o.compiled.is_err()) {
+                // Already compiled (and rejected): serve the recovered version now, and let
+                // the groups that alias it see it.
+                self.table_dirty.insert(key.clone());
+                self.recovered.insert(key.clone());
+                self.dirty_users(&key, Dep::Alias);
+            }
+        }
+        recovered
+    }
+
     // --- outputs -----------------------------------------------------------------------------
 
     /// The current table: cheap to clone, shared with readers.
@@ -758,6 +841,7 @@ impl Compiler {
         let healthy = outcome.records.iter().filter(|r| r.healthy).count();
         Some(RecordGroupStatus {
             served: self.served(key).is_some(),
+            served_generation: None,
             healthy_records: Some(format!(
                 "{healthy}/{}",
                 self.groups.get(key)?.spec.records.len()

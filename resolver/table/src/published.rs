@@ -25,8 +25,11 @@ pub const MANIFEST: &str = "manifest";
 pub const SHARD: &str = "shard";
 /// The data key holding the JSON in each ConfigMap.
 pub const DATA_KEY: &str = "table.json";
-/// A ConfigMap holds at most 1 MiB; a shard larger than this is an error the writer reports.
+/// A ConfigMap holds at most 1 MiB; no shard is written larger than this.
 pub const MAX_SHARD_BYTES: usize = 900 * 1024;
+/// The size a shard is aimed at: the shard count follows the table so that shards hold
+/// about this much, leaving room to grow before any shard nears [`MAX_SHARD_BYTES`].
+pub const TARGET_SHARD_BYTES: usize = 256 * 1024;
 
 /// Which shard a group belongs to (FNV-1a: stable across processes and versions).
 pub fn shard_of(key: &str, shards: u32) -> u32 {
@@ -72,44 +75,11 @@ pub struct Encoded {
     pub manifest: Manifest,
 }
 
-/// Splits and encodes a table into `shards` shards.
+/// Splits and encodes a table into exactly `shards` shards (an error if one does not fit).
 pub fn encode(table: &RoutingTable<Value>, shards: u32) -> Result<Encoded, String> {
-    let shards = shards.max(1);
-    let mut split: Vec<Shard> = (0..shards)
-        .map(|index| Shard {
-            index,
-            groups: BTreeMap::new(),
-        })
-        .collect();
-    for (key, group) in &table.groups {
-        split[shard_of(key, shards) as usize]
-            .groups
-            .insert(key.clone(), group.clone());
-    }
-    let mut out = Vec::with_capacity(split.len());
-    let mut hashes = Vec::with_capacity(split.len());
-    for shard in &split {
-        let json = serde_json::to_vec(shard).map_err(|e| e.to_string())?;
-        if json.len() > MAX_SHARD_BYTES {
-            return Err(format!(
-                "table shard {} is {} KiB, over the {} KiB a ConfigMap can hold: raise --table-shards",
-                shard.index,
-                json.len() / 1024,
-                MAX_SHARD_BYTES / 1024
-            ));
-        }
-        let hash = content_hash(&json);
-        hashes.push(hash.clone());
-        out.push((shard.index, hash, Arc::from(json)));
-    }
-    Ok(Encoded {
-        shards: out,
-        manifest: Manifest {
-            generation: table.generation,
-            shards,
-            hashes,
-        },
-    })
+    let mut encoder = Encoder::new(shards);
+    encoder.fixed = true;
+    encoder.encode(table)
 }
 
 /// One encoded shard: its groups, content hash and JSON.
@@ -121,23 +91,96 @@ type CachedShard = (
 
 /// Encodes tables again and again, re-serialising only the shards whose groups changed
 /// (groups are compared by `Arc` identity: the compiler keeps it for unchanged groups).
+///
+/// The shard count follows the table: it starts at the minimum and doubles (at least) when
+/// a shard outgrows twice [`TARGET_SHARD_BYTES`], and shrinks back when the shards hold on
+/// average under a quarter of it, never below the minimum. Readers assemble any count.
 #[derive(Debug, Default)]
 pub struct Encoder {
+    min_shards: u32,
     shards: u32,
+    /// Keep `shards` whatever the sizes (for tests and fixed layouts).
+    fixed: bool,
     /// Per shard: its groups as last encoded, its hash and JSON.
     cache: Vec<CachedShard>,
 }
 
 impl Encoder {
-    pub fn new(shards: u32) -> Self {
+    /// An encoder with at least `min_shards` shards.
+    pub fn new(min_shards: u32) -> Self {
         Encoder {
-            shards: shards.max(1),
+            min_shards: min_shards.max(1),
+            shards: min_shards.max(1),
+            fixed: false,
             cache: Vec::new(),
         }
     }
 
-    /// Like [`encode`], for a table that differs from the last one in a few groups.
+    /// The shard count of the last encoded table.
+    pub fn shards(&self) -> u32 {
+        self.shards
+    }
+
+    /// Encodes `table`, choosing the shard count first if the table's size calls for another.
     pub fn encode(&mut self, table: &RoutingTable<Value>) -> Result<Encoded, String> {
+        // Each round at least doubles or shrinks to fit, so a few rounds always settle.
+        for _ in 0..8 {
+            let encoded = self.encode_with_current(table)?;
+            let sizes: Vec<usize> = encoded.shards.iter().map(|(_, _, j)| j.len()).collect();
+            let total: usize = sizes.iter().sum();
+            let largest = sizes.iter().copied().max().unwrap_or(0);
+            let wanted = total.div_ceil(TARGET_SHARD_BYTES).max(1) as u32;
+            let next = if largest > 2 * TARGET_SHARD_BYTES {
+                wanted.max(self.shards.saturating_mul(2))
+            } else if total < self.shards as usize * TARGET_SHARD_BYTES / 4 {
+                wanted.max(self.min_shards)
+            } else {
+                self.shards
+            };
+            if self.fixed || next == self.shards {
+                if largest > MAX_SHARD_BYTES {
+                    return Err(self.too_large(&encoded, largest));
+                }
+                return Ok(encoded);
+            }
+            if next > self.shards && table.groups.len() <= self.shards as usize {
+                // More shards cannot help: one group alone is too large.
+                return Err(self.too_large(&encoded, largest));
+            }
+            self.shards = next;
+            self.cache.clear();
+        }
+        Err("the table's shard count did not settle".into())
+    }
+
+    fn too_large(&self, encoded: &Encoded, largest: usize) -> String {
+        let index = encoded
+            .shards
+            .iter()
+            .position(|(_, _, j)| j.len() == largest)
+            .unwrap_or(0);
+        let biggest_group = self.cache.get(index).and_then(|(groups, _, _)| {
+            groups
+                .iter()
+                .map(|(k, g)| (serde_json::to_vec(g).map_or(0, |j| j.len()), k))
+                .max()
+        });
+        match biggest_group {
+            Some((bytes, key)) if bytes > MAX_SHARD_BYTES / 2 => format!(
+                "RecordGroup {key} alone encodes to {} KiB; a table shard (one ConfigMap) holds at most {} KiB",
+                bytes / 1024,
+                MAX_SHARD_BYTES / 1024
+            ),
+            _ => format!(
+                "table shard {index} is {} KiB, over the {} KiB a ConfigMap can hold",
+                largest / 1024,
+                MAX_SHARD_BYTES / 1024
+            ),
+        }
+    }
+
+    /// Encodes with the current shard count, reusing the cached JSON of unchanged shards.
+    fn encode_with_current(&mut self, table: &RoutingTable<Value>) -> Result<Encoded, String> {
         let n = self.shards;
         let mut split: Vec<BTreeMap<GroupKey, Arc<CompiledGroup<Value>>>> =
             vec![BTreeMap::new(); n as usize];
@@ -160,13 +203,6 @@ impl Encoder {
                     groups,
                 };
                 let json = serde_json::to_vec(&shard).map_err(|e| e.to_string())?;
-                if json.len() > MAX_SHARD_BYTES {
-                    return Err(format!(
-                        "table shard {index} is {} KiB, over the {} KiB a ConfigMap can hold: raise --table-shards",
-                        json.len() / 1024,
-                        MAX_SHARD_BYTES / 1024
-                    ));
-                }
                 let hash = content_hash(&json);
                 let entry = (shard.groups, hash, Arc::from(json));
                 if index < self.cache.len() {
@@ -190,6 +226,24 @@ impl Encoder {
     }
 }
 
+/// A complete manifest whose generation is not above the table the reader already
+/// assembled: a second writer, or an older table written late. It is not served (P4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NotNewer {
+    pub generation: u64,
+    pub serving: u64,
+}
+
+impl std::fmt::Display for NotNewer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the published table has generation {} with new content, but generation {} is already served; kept serving it",
+            self.generation, self.serving
+        )
+    }
+}
+
 /// The reader's side: collects shards and manifests as they arrive, in any order, and
 /// assembles a table only from a complete, consistent set.
 #[derive(Debug, Default)]
@@ -197,7 +251,8 @@ pub struct Assembler {
     manifest: Option<Manifest>,
     /// Shards seen, by index, with their hash.
     shards: HashMap<u32, (String, Shard)>,
-    assembled: Option<u64>,
+    /// The manifest of the last table assembled.
+    assembled: Option<Manifest>,
 }
 
 impl Assembler {
@@ -215,25 +270,44 @@ impl Assembler {
     }
 
     /// The table named by the manifest, once every shard it names has arrived with the right
-    /// content, and only once per manifest generation.
-    pub fn assemble(&mut self) -> Option<RoutingTable<Value>> {
-        let manifest = self.manifest.as_ref()?;
-        if self.assembled == Some(manifest.generation) {
-            return None;
+    /// content. A manifest is assembled once (its identity is its generation and every shard
+    /// hash, so a new writer reusing a number is not mistaken for the table already served),
+    /// and the generation served only moves forward: a complete set whose generation is not
+    /// above the one assembled last is refused with [`NotNewer`].
+    pub fn assemble(&mut self) -> Result<Option<RoutingTable<Value>>, NotNewer> {
+        let Some(manifest) = self.manifest.as_ref() else {
+            return Ok(None);
+        };
+        if self.assembled.as_ref() == Some(manifest) {
+            return Ok(None);
         }
         let mut groups = BTreeMap::new();
         for (index, want) in manifest.hashes.iter().enumerate() {
-            let (hash, shard) = self.shards.get(&(index as u32))?;
+            let Some((hash, shard)) = self.shards.get(&(index as u32)) else {
+                return Ok(None);
+            };
             if hash != want {
-                return None;
+                return Ok(None);
             }
             groups.extend(shard.groups.iter().map(|(k, g)| (k.clone(), g.clone())));
         }
-        self.assembled = Some(manifest.generation);
-        Some(RoutingTable {
-            generation: manifest.generation,
-            groups,
-        })
+        if let Some(serving) = self.assembled.as_ref().map(|m| m.generation)
+            && manifest.generation <= serving
+        {
+            // Refused once; a newer manifest replaces it.
+            let refused = NotNewer {
+                generation: manifest.generation,
+                serving,
+            };
+            self.manifest = None;
+            return Err(refused);
+        }
+        // Shards beyond the manifest's count are left over from a larger table.
+        let count = manifest.shards;
+        self.shards.retain(|i, _| *i < count);
+        let generation = manifest.generation;
+        self.assembled = self.manifest.clone();
+        Ok(Some(RoutingTable { generation, groups }))
     }
 }
 
@@ -275,11 +349,11 @@ mod tests {
         a.set_manifest(&serde_json::to_vec(&enc.manifest).expect("json"))
             .expect("manifest");
         for (_, _, json) in enc.shards.iter().rev() {
-            assert!(a.assemble().is_none() || enc.shards.len() == 1);
+            assert_eq!(a.assemble(), Ok(None));
             a.set_shard(json).expect("shard");
         }
-        assert_eq!(a.assemble(), Some(t));
-        assert_eq!(a.assemble(), None, "once per generation");
+        assert_eq!(a.assemble(), Ok(Some(t)));
+        assert_eq!(a.assemble(), Ok(None), "once per manifest");
     }
 
     // SEM-P1 SEM-S8: a reader never assembles a mix of two generations.
@@ -293,15 +367,15 @@ mod tests {
         }
         a.set_manifest(&serde_json::to_vec(&old.manifest).expect("json"))
             .expect("manifest");
-        assert_eq!(a.assemble().map(|t| t.generation), Some(1));
+        assert_eq!(a.assemble().ok().flatten().map(|t| t.generation), Some(1));
         // The new manifest arrives before all its shards: nothing is assembled until they do.
         a.set_manifest(&serde_json::to_vec(&new.manifest).expect("json"))
             .expect("manifest");
         for (i, (_, _, json)) in new.shards.iter().enumerate() {
-            assert!(a.assemble().is_none(), "after {i} of 4 new shards");
+            assert_eq!(a.assemble(), Ok(None), "after {i} of 4 new shards");
             a.set_shard(json).expect("shard");
         }
-        let t = a.assemble().expect("complete");
+        let t = a.assemble().expect("newer").expect("complete");
         assert_eq!(t, table(2, 50, 2));
     }
 
@@ -334,10 +408,98 @@ mod tests {
     }
 
     #[test]
-    fn oversized_shards_are_refused() {
+    fn a_fixed_count_that_cannot_hold_the_table_is_an_error() {
         let big = table(1, 12_000, 1);
         let err = encode(&big, 1).expect_err("too big for one ConfigMap");
-        assert!(err.contains("--table-shards"), "{err}");
+        assert!(
+            err.contains("over the 900 KiB a ConfigMap can hold"),
+            "{err}"
+        );
         assert!(encode(&big, 8).is_ok());
+    }
+
+    fn fits(enc: &Encoded) -> bool {
+        enc.shards
+            .iter()
+            .all(|(_, _, j)| j.len() <= MAX_SHARD_BYTES)
+    }
+
+    // SEM-P10: the shard count follows the table, from one shard to 100,000 groups and back.
+    #[test]
+    fn the_shard_count_follows_the_table() {
+        let mut enc = Encoder::new(1);
+        let small = enc.encode(&table(1, 100, 1)).expect("encodes");
+        assert_eq!(small.manifest.shards, 1);
+
+        let big = table(2, 100_000, 1);
+        let encoded = enc.encode(&big).expect("a table of 100,000 groups fits");
+        assert!(fits(&encoded));
+        let total: usize = encoded.shards.iter().map(|(_, _, j)| j.len()).sum();
+        assert!(
+            encoded.manifest.shards as usize > total / MAX_SHARD_BYTES,
+            "{} shards for {total} bytes",
+            encoded.manifest.shards
+        );
+        // What the reader assembles is the table, whatever the count.
+        let mut a = Assembler::default();
+        for (_, _, json) in &encoded.shards {
+            a.set_shard(json).expect("shard");
+        }
+        a.set_manifest(&serde_json::to_vec(&encoded.manifest).expect("json"))
+            .expect("manifest");
+        assert_eq!(a.assemble(), Ok(Some(big)));
+
+        // Much smaller again: back down, never below the minimum.
+        let shrunk = enc.encode(&table(3, 100, 1)).expect("encodes");
+        assert_eq!(shrunk.manifest.shards, 1);
+        let mut at_least_8 = Encoder::new(8);
+        assert_eq!(
+            at_least_8
+                .encode(&table(1, 10, 1))
+                .expect("encodes")
+                .manifest
+                .shards,
+            8
+        );
+    }
+
+    // SEM-P4: a new manifest with the generation already served but other content (a new
+    // leader counting from its own start) is not skipped silently: it is refused as not
+    // newer, and the next generation is served.
+    #[test]
+    fn generations_only_move_forward() {
+        let mut a = Assembler::default();
+        let feed = |a: &mut Assembler, t: &RoutingTable<Value>| {
+            let enc = encode(t, 2).expect("encodes");
+            for (_, _, json) in &enc.shards {
+                a.set_shard(json).expect("shard");
+            }
+            a.set_manifest(&serde_json::to_vec(&enc.manifest).expect("json"))
+                .expect("manifest");
+        };
+        feed(&mut a, &table(2, 10, 1));
+        assert_eq!(a.assemble().expect("first").map(|t| t.generation), Some(2));
+        // The same manifest again (a watch relist): nothing new, no complaint.
+        feed(&mut a, &table(2, 10, 1));
+        assert_eq!(a.assemble(), Ok(None));
+        // Generation 2 again with other content, then 1: refused, loudly.
+        feed(&mut a, &table(2, 10, 7));
+        assert_eq!(
+            a.assemble(),
+            Err(NotNewer {
+                generation: 2,
+                serving: 2
+            })
+        );
+        feed(&mut a, &table(1, 10, 8));
+        assert_eq!(
+            a.assemble(),
+            Err(NotNewer {
+                generation: 1,
+                serving: 2
+            })
+        );
+        feed(&mut a, &table(3, 10, 7));
+        assert_eq!(a.assemble().expect("newer"), Some(table(3, 10, 7)));
     }
 }

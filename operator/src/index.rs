@@ -1,0 +1,286 @@
+//! The watched world as a synchronous index (linkerd2's `k8s/index` shape): watch events go in
+//! with [`Index::apply`] (no client, no `.await`), the compiler's inputs come out. Tests drive it
+//! without an API server.
+//!
+//! ```text
+//!  watch RecordGroup, HealthCheck, ZonalShift, EndpointSlice, Service, checker Lease
+//!      └──▶ Index::apply ──▶ Compiler upsert_* / delete_* / set_heartbeat
+//!                       └──▶ the objects as last seen (their status, for the status writer)
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::ResourceExt;
+use kube::runtime::watcher;
+
+use crate::api::{HealthCheck, RecordGroup, ZonalShift};
+use crate::compiler::{CheckInput, CheckerView, Compiler, ObjectKey, ServedZones, ShiftInput};
+use crate::manifests::{cluster_ips, endpoints_from_slices, group_input};
+
+/// Label on checker heartbeat Leases; the value is the checker's name.
+pub const CHECKER_LABEL: &str = "healthroute.io/checker";
+/// Annotation on a checker's heartbeat Lease: the table generation its resolver serves. A new
+/// leader continues above the highest one (SEMANTICS P4).
+pub const SERVED_GENERATION_ANNOTATION: &str = "healthroute.io/served-generation";
+
+/// One event from one watch.
+pub enum Input {
+    Group(watcher::Event<RecordGroup>),
+    Check(watcher::Event<HealthCheck>),
+    Shift(watcher::Event<ZonalShift>),
+    Slice(watcher::Event<EndpointSlice>),
+    Service(watcher::Event<Service>),
+    Lease(watcher::Event<Lease>),
+    WatchError(&'static str, String),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Kind {
+    Group,
+    Check,
+    Shift,
+    Slice,
+    Service,
+    Lease,
+}
+
+const KINDS: usize = 6;
+
+/// The watched world, fed into the compiler. Synchronous: tests drive it without a client.
+pub struct Index {
+    pub compiler: Compiler,
+    pub groups: BTreeMap<ObjectKey, RecordGroup>,
+    pub checks: BTreeMap<ObjectKey, HealthCheck>,
+    pub shifts: BTreeMap<ObjectKey, ZonalShift>,
+    slices: BTreeMap<ObjectKey, EndpointSlice>,
+    cluster_ips: BTreeMap<ObjectKey, Vec<std::net::IpAddr>>,
+    /// Checker Leases: the checker's name and the table generation its resolver serves.
+    leases: BTreeMap<ObjectKey, (String, Option<u64>)>,
+    /// Keys listed since a watch restarted (Init): the others are gone at InitDone.
+    relist: HashMap<Kind, BTreeSet<ObjectKey>>,
+    synced: BTreeSet<u8>,
+    pub events: u64,
+}
+
+fn key_of<K: ResourceExt>(o: &K) -> ObjectKey {
+    ObjectKey::new(o.namespace().unwrap_or_default(), o.name_any())
+}
+
+impl Index {
+    pub fn new(zones: ServedZones, default_ttl: u32) -> Self {
+        Index {
+            compiler: Compiler::new(zones, default_ttl),
+            groups: BTreeMap::new(),
+            checks: BTreeMap::new(),
+            shifts: BTreeMap::new(),
+            slices: BTreeMap::new(),
+            cluster_ips: BTreeMap::new(),
+            leases: BTreeMap::new(),
+            relist: HashMap::new(),
+            synced: BTreeSet::new(),
+            events: 0,
+        }
+    }
+
+    /// True once every watch has listed its objects at least once.
+    pub fn synced(&self) -> bool {
+        self.synced.len() == KINDS
+    }
+
+    pub fn apply(&mut self, input: Input) {
+        self.events += 1;
+        match input {
+            Input::Group(e) => self.event(Kind::Group, e, Self::upsert_group, Self::delete_group),
+            Input::Check(e) => self.event(Kind::Check, e, Self::upsert_check, Self::delete_check),
+            Input::Shift(e) => self.event(Kind::Shift, e, Self::upsert_shift, Self::delete_shift),
+            Input::Slice(e) => self.event(Kind::Slice, e, Self::upsert_slice, Self::delete_slice),
+            Input::Service(e) => {
+                self.event(Kind::Service, e, Self::upsert_service, Self::delete_service)
+            }
+            Input::Lease(e) => self.event(Kind::Lease, e, Self::upsert_lease, Self::delete_lease),
+            Input::WatchError(kind, e) => {
+                tracing::warn!(kind, error = %e, "watch failed; retrying")
+            }
+        }
+    }
+
+    fn event<K: ResourceExt>(
+        &mut self,
+        kind: Kind,
+        e: watcher::Event<K>,
+        upsert: fn(&mut Self, K),
+        delete: fn(&mut Self, &ObjectKey),
+    ) {
+        match e {
+            watcher::Event::Apply(o) => upsert(self, o),
+            watcher::Event::Delete(o) => delete(self, &key_of(&o)),
+            watcher::Event::Init => {
+                self.relist.insert(kind, BTreeSet::new());
+            }
+            watcher::Event::InitApply(o) => {
+                self.relist.entry(kind).or_default().insert(key_of(&o));
+                upsert(self, o);
+            }
+            watcher::Event::InitDone => {
+                let listed = self.relist.remove(&kind).unwrap_or_default();
+                for gone in self.keys(kind).into_iter().filter(|k| !listed.contains(k)) {
+                    delete(self, &gone);
+                }
+                self.synced.insert(kind as u8);
+            }
+        }
+    }
+
+    fn keys(&self, kind: Kind) -> Vec<ObjectKey> {
+        match kind {
+            Kind::Group => self.groups.keys().cloned().collect(),
+            Kind::Check => self.checks.keys().cloned().collect(),
+            Kind::Shift => self.shifts.keys().cloned().collect(),
+            Kind::Slice => self.slices.keys().cloned().collect(),
+            Kind::Service => self.cluster_ips.keys().cloned().collect(),
+            Kind::Lease => self.leases.keys().cloned().collect(),
+        }
+    }
+
+    fn upsert_group(&mut self, g: RecordGroup) {
+        let key = key_of(&g);
+        self.compiler.upsert_group(key.clone(), group_input(&g));
+        self.groups.insert(key, g);
+    }
+    fn delete_group(&mut self, key: &ObjectKey) {
+        self.compiler.delete_group(key);
+        self.groups.remove(key);
+    }
+
+    fn upsert_check(&mut self, c: HealthCheck) {
+        let key = key_of(&c);
+        let status = c.status.clone().unwrap_or_default();
+        let mut input = CheckInput::new(c.spec.clone());
+        input.last_healthy = status.healthy;
+        input.views = status
+            .checkers
+            .iter()
+            .map(|v| CheckerView {
+                checker: v.name.clone(),
+                zone: v.zone.clone(),
+                healthy: v.healthy,
+                message: v.message.clone(),
+            })
+            .collect();
+        self.compiler.upsert_check(key.clone(), input);
+        self.checks.insert(key, c);
+    }
+    fn delete_check(&mut self, key: &ObjectKey) {
+        self.compiler.delete_check(key);
+        self.checks.remove(key);
+    }
+
+    fn upsert_shift(&mut self, s: ZonalShift) {
+        let key = key_of(&s);
+        self.compiler.upsert_shift(
+            key.clone(),
+            ShiftInput {
+                spec: s.spec.clone(),
+                created: s.metadata.creation_timestamp.as_ref().map(|t| t.0),
+                status: s.status.clone(),
+            },
+        );
+        self.shifts.insert(key, s);
+    }
+    fn delete_shift(&mut self, key: &ObjectKey) {
+        self.compiler.delete_shift(key);
+        self.shifts.remove(key);
+    }
+
+    fn service_of(slice: &EndpointSlice) -> Option<ObjectKey> {
+        let svc = slice.labels().get("kubernetes.io/service-name")?;
+        Some(ObjectKey::new(slice.namespace().unwrap_or_default(), svc))
+    }
+
+    /// Rebuilds one Service's endpoints from all of its slices.
+    fn refresh_service(&mut self, service: &ObjectKey) {
+        let slices: Vec<&EndpointSlice> = self
+            .slices
+            .range(ObjectKey::new(&service.namespace, "")..)
+            .take_while(|(k, _)| k.namespace == service.namespace)
+            .map(|(_, s)| s)
+            .filter(|s| Self::service_of(s).as_ref() == Some(service))
+            .collect();
+        let mut endpoints = endpoints_from_slices(slices)
+            .remove(service)
+            .unwrap_or_default();
+        endpoints.cluster_ips = self.cluster_ips.get(service).cloned().unwrap_or_default();
+        if endpoints.endpoints.is_empty() && endpoints.cluster_ips.is_empty() {
+            self.compiler.delete_service(service);
+        } else {
+            self.compiler.upsert_service(service.clone(), endpoints);
+        }
+    }
+
+    fn upsert_slice(&mut self, s: EndpointSlice) {
+        let key = key_of(&s);
+        let before = self.slices.get(&key).and_then(Self::service_of);
+        let after = Self::service_of(&s);
+        self.slices.insert(key, s);
+        for svc in before.into_iter().chain(after) {
+            self.refresh_service(&svc);
+        }
+    }
+    fn delete_slice(&mut self, key: &ObjectKey) {
+        if let Some(svc) = self.slices.remove(key).as_ref().and_then(Self::service_of) {
+            self.refresh_service(&svc);
+        }
+    }
+
+    fn upsert_service(&mut self, s: Service) {
+        let key = key_of(&s);
+        let ips = cluster_ips(&s);
+        if self.cluster_ips.insert(key.clone(), ips).is_none() && !self.compiler_knows_service(&key)
+        {
+            return;
+        }
+        self.refresh_service(&key);
+    }
+    fn delete_service(&mut self, key: &ObjectKey) {
+        if self.cluster_ips.remove(key).is_some() {
+            self.refresh_service(key);
+        }
+    }
+    fn compiler_knows_service(&self, key: &ObjectKey) -> bool {
+        self.slices
+            .values()
+            .any(|s| Self::service_of(s).as_ref() == Some(key))
+    }
+
+    fn upsert_lease(&mut self, l: Lease) {
+        let key = key_of(&l);
+        let checker = l
+            .labels()
+            .get(CHECKER_LABEL)
+            .cloned()
+            .unwrap_or_else(|| l.name_any());
+        if let Some(renewed) = l.spec.as_ref().and_then(|s| s.renew_time.as_ref()) {
+            self.compiler.set_heartbeat(checker.clone(), renewed.0);
+        }
+        let served = l
+            .annotations()
+            .get(SERVED_GENERATION_ANNOTATION)
+            .and_then(|g| g.parse().ok());
+        self.leases.insert(key, (checker, served));
+    }
+    fn delete_lease(&mut self, key: &ObjectKey) {
+        self.leases.remove(key);
+    }
+
+    /// The highest table generation any resolver says it serves (on its checker Lease).
+    pub fn highest_served_generation(&self) -> u64 {
+        self.leases
+            .values()
+            .filter_map(|(_, g)| *g)
+            .max()
+            .unwrap_or(0)
+    }
+}

@@ -1,0 +1,388 @@
+//! The status writer: applies the newest status of each object, and its Events, beside the
+//! control loop and never inside it (linkerd2's `k8s/status` shape).
+//!
+//! ```text
+//!  control loop ──push(update)──▶ StatusQueue: newest update per object (coalesced)
+//!                                     │ ready (FIFO) / delayed (backoff after a failure)
+//!                                     ▼
+//!  writer task (leader only): up to N patches in flight, each with a timeout
+//!       ok ──▶ its Events ──▶ next         failed ──▶ back in the queue after a backoff,
+//!                                                     unless a newer update replaced it
+//! ```
+//!
+//! A backlog, a slow API server or failing writes delay only statuses: the table publisher is
+//! a separate task (SEMANTICS P7). Only the newest status of an object is ever sent.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Api, Client};
+use serde_json::{Value as Json, json};
+use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
+
+use crate::compiler::ObjectKey;
+use crate::metrics::OperatorMetrics;
+use crate::retry::{Backoff, ErrorLog};
+use crate::status::{FIELD_MANAGER, Notice};
+
+/// Which object a status belongs to.
+pub type StatusKey = (&'static str, ObjectKey);
+
+/// The newest status of one object, with the Events its transition deserves.
+#[derive(Debug, Clone)]
+pub struct StatusUpdate {
+    /// `RecordGroup`, `HealthCheck` or `ZonalShift`.
+    pub kind: &'static str,
+    pub key: ObjectKey,
+    /// The `status` body, applied with server-side apply under [`FIELD_MANAGER`].
+    pub status: Json,
+    /// Recorded after the status is written.
+    pub events: Vec<Notice>,
+    pub reference: ObjectReference,
+}
+
+#[derive(Default)]
+struct QueueState {
+    pending: HashMap<StatusKey, StatusUpdate>,
+    /// Keys to write, oldest first; a key may be stale (written or delayed since).
+    ready: VecDeque<StatusKey>,
+    /// Keys waiting out a backoff, by when they may go again.
+    delayed: BinaryHeap<Reverse<(Instant, u64, StatusKey)>>,
+    delayed_until: HashMap<StatusKey, Instant>,
+    in_flight: HashSet<StatusKey>,
+    backoff: HashMap<StatusKey, Backoff>,
+    seq: u64,
+}
+
+/// The queue between the control loop and the writer: cheap to push to, never blocks.
+#[derive(Clone, Default)]
+pub struct StatusQueue {
+    state: Arc<Mutex<QueueState>>,
+    notify: Arc<Notify>,
+}
+
+impl StatusQueue {
+    fn lock(&self) -> MutexGuard<'_, QueueState> {
+        // A panic while holding the lock would leave plain data behind; keep using it.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Queues `update`, replacing any older update of the same object not yet sent.
+    pub fn push(&self, update: StatusUpdate) {
+        let key = (update.kind, update.key.clone());
+        let mut s = self.lock();
+        let fresh = s.pending.insert(key.clone(), update).is_none();
+        if fresh && !s.in_flight.contains(&key) && !s.delayed_until.contains_key(&key) {
+            s.ready.push_back(key);
+        }
+        drop(s);
+        self.notify.notify_one();
+    }
+
+    /// Drops everything not yet sent (leadership lost: the next leader writes its own).
+    pub fn clear(&self) {
+        let mut s = self.lock();
+        let in_flight = std::mem::take(&mut s.in_flight);
+        *s = QueueState {
+            in_flight,
+            ..Default::default()
+        };
+    }
+
+    /// Objects with a status waiting to be written (sent or not).
+    pub fn backlog(&self) -> usize {
+        let s = self.lock();
+        s.pending.len() + s.in_flight.len()
+    }
+
+    /// The next update that may be sent now, marked in flight.
+    fn take_ready(&self, now: Instant) -> Option<StatusUpdate> {
+        let mut s = self.lock();
+        while let Some(Reverse((at, _, _))) = s.delayed.peek()
+            && *at <= now
+        {
+            let Some(Reverse((at, _, key))) = s.delayed.pop() else {
+                break;
+            };
+            if s.delayed_until.get(&key) == Some(&at) {
+                s.delayed_until.remove(&key);
+                s.ready.push_back(key);
+            }
+        }
+        while let Some(key) = s.ready.pop_front() {
+            if s.in_flight.contains(&key) || s.delayed_until.contains_key(&key) {
+                continue;
+            }
+            if let Some(update) = s.pending.remove(&key) {
+                s.in_flight.insert(key);
+                return Some(update);
+            }
+        }
+        None
+    }
+
+    /// When the earliest delayed update may go.
+    fn next_delayed(&self) -> Option<Instant> {
+        self.lock().delayed.peek().map(|Reverse((at, _, _))| *at)
+    }
+
+    /// Settles a write: on success the object's backoff resets; on a failure worth retrying
+    /// the update goes back (unless a newer one replaced it) after the object's next backoff.
+    fn finish(&self, update: StatusUpdate, outcome: &WriteOutcome, now: Instant) {
+        let key = (update.kind, update.key.clone());
+        let mut s = self.lock();
+        if !s.in_flight.remove(&key) {
+            return; // cleared meanwhile: this term is over
+        }
+        match outcome {
+            WriteOutcome::Written | WriteOutcome::Dropped => {
+                s.backoff.remove(&key);
+                if s.pending.contains_key(&key) {
+                    s.ready.push_back(key);
+                }
+            }
+            WriteOutcome::Retry => {
+                let delay = s
+                    .backoff
+                    .entry(key.clone())
+                    .or_insert_with(|| {
+                        Backoff::new(Duration::from_millis(200), Duration::from_secs(30))
+                    })
+                    .next_delay();
+                s.pending.entry(key.clone()).or_insert(update);
+                let at = now + delay;
+                s.seq += 1;
+                let seq = s.seq;
+                s.delayed_until.insert(key.clone(), at);
+                s.delayed.push(Reverse((at, seq, key)));
+            }
+        }
+    }
+}
+
+/// How the writer runs.
+#[derive(Debug, Clone)]
+pub struct WriterConfig {
+    /// Patches in flight at once.
+    pub concurrency: usize,
+    /// The longest one request may take before it counts as failed.
+    pub timeout: Duration,
+    /// This replica's name, on the Events it records.
+    pub identity: String,
+}
+
+impl Default for WriterConfig {
+    fn default() -> Self {
+        WriterConfig {
+            concurrency: 8,
+            timeout: Duration::from_secs(10),
+            identity: FIELD_MANAGER.into(),
+        }
+    }
+}
+
+enum WriteOutcome {
+    Written,
+    /// Not worth retrying (the object is gone, or the server refuses the body).
+    Dropped,
+    Retry,
+}
+
+/// Writes what `queue` holds while `leader` is true, until `shutdown` turns true.
+pub async fn run(
+    client: Client,
+    queue: StatusQueue,
+    mut leader: watch::Receiver<bool>,
+    metrics: Arc<OperatorMetrics>,
+    config: WriterConfig,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: FIELD_MANAGER.into(),
+            instance: Some(config.identity.clone()),
+        },
+    );
+    let mut errors = ErrorLog::default();
+    let mut in_flight = FuturesUnordered::new();
+    loop {
+        let is_leader = *leader.borrow_and_update();
+        while is_leader && in_flight.len() < config.concurrency.max(1) {
+            let Some(update) = queue.take_ready(Instant::now()) else {
+                break;
+            };
+            let (client, recorder) = (client.clone(), recorder.clone());
+            let timeout = config.timeout;
+            in_flight.push(async move {
+                let result = write(&client, &recorder, &update, timeout).await;
+                (update, result)
+            });
+        }
+        metrics
+            .status_backlog
+            .store(queue.backlog() as u64, std::sync::atomic::Ordering::Relaxed);
+        let retry_at = queue.next_delayed();
+        tokio::select! {
+            Some((update, result)) = in_flight.next() => {
+                let outcome = match result {
+                    Ok(events) => {
+                        OperatorMetrics::add(&metrics.status_writes, 1);
+                        OperatorMetrics::add(&metrics.events_recorded, events);
+                        WriteOutcome::Written
+                    }
+                    Err(e) => {
+                        OperatorMetrics::add(&metrics.status_write_errors, 1);
+                        let retry = e.worth_retrying();
+                        let what = format!("{}: {e}", update.kind);
+                        if errors.should_log(&what) {
+                            tracing::warn!(kind = update.kind, object = %update.key, error = %e,
+                                retried = retry, "status write failed (logged once a minute per error)");
+                        }
+                        if retry { WriteOutcome::Retry } else { WriteOutcome::Dropped }
+                    }
+                };
+                queue.finish(update, &outcome, Instant::now());
+            }
+            _ = queue.notify.notified() => {}
+            _ = async { match retry_at { Some(t) => tokio::time::sleep_until(t).await, None => std::future::pending().await } } => {}
+            Ok(()) = leader.changed() => {}
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+/// Why one write failed.
+#[derive(Debug, thiserror::Error)]
+enum WriteError {
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+}
+
+impl WriteError {
+    fn worth_retrying(&self) -> bool {
+        match self {
+            WriteError::Timeout(_) => true,
+            // Gone (404) or refused as invalid (400, 422): the next status will say more.
+            WriteError::Api(kube::Error::Api(s)) => !matches!(s.code, 400 | 404 | 422),
+            WriteError::Api(_) => true,
+        }
+    }
+}
+
+/// Applies one status, then records its Events; returns how many Events were recorded.
+async fn write(
+    client: &Client,
+    recorder: &Recorder,
+    update: &StatusUpdate,
+    timeout: Duration,
+) -> Result<u64, WriteError> {
+    let api = dynamic_api(client, update.kind, &update.key.namespace);
+    let patch = json!({
+        "apiVersion": format!("{}/{}", crate::api::GROUP, crate::api::VERSION),
+        "kind": update.kind,
+        "status": update.status,
+    });
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    tokio::time::timeout(
+        timeout,
+        api.patch_status(&update.key.name, &params, &Patch::Apply(patch)),
+    )
+    .await
+    .map_err(|_| WriteError::Timeout(timeout))??;
+    let mut recorded = 0;
+    for n in &update.events {
+        let event = Event {
+            type_: if n.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: n.reason.into(),
+            note: Some(n.note.clone()),
+            action: n.action.into(),
+            secondary: None,
+        };
+        match tokio::time::timeout(timeout, recorder.publish(&event, &update.reference)).await {
+            Ok(Ok(())) => recorded += 1,
+            Ok(Err(e)) => tracing::debug!(error = %e, "event not recorded"),
+            Err(_) => tracing::debug!("event not recorded in time"),
+        }
+    }
+    Ok(recorded)
+}
+
+/// An API for one of our kinds, by its name.
+fn dynamic_api(client: &Client, kind: &str, namespace: &str) -> Api<kube::api::DynamicObject> {
+    let resource = kube::api::ApiResource {
+        group: crate::api::GROUP.into(),
+        version: crate::api::VERSION.into(),
+        api_version: format!("{}/{}", crate::api::GROUP, crate::api::VERSION),
+        kind: kind.into(),
+        plural: format!("{}s", kind.to_lowercase()),
+    };
+    Api::namespaced_with(client.clone(), namespace, &resource)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn update(name: &str, n: u32) -> StatusUpdate {
+        StatusUpdate {
+            kind: "RecordGroup",
+            key: ObjectKey::new("shop", name),
+            status: json!({"n": n}),
+            events: Vec::new(),
+            reference: ObjectReference::default(),
+        }
+    }
+
+    // SEM-P7: only the newest status of an object is sent, once, in the order objects
+    // first asked; a failed write comes back after its backoff unless a newer one replaced it.
+    #[test]
+    fn the_queue_coalesces_and_backs_off() {
+        let q = StatusQueue::default();
+        let now = Instant::now();
+        q.push(update("a", 1));
+        q.push(update("b", 1));
+        q.push(update("a", 2));
+        assert_eq!(q.backlog(), 2);
+        let first = q.take_ready(now).expect("a");
+        assert_eq!(
+            (first.key.name.as_str(), &first.status),
+            ("a", &json!({"n": 2}))
+        );
+        // "a" is in flight: a newer status waits for it instead of going out beside it.
+        q.push(update("a", 3));
+        let second = q.take_ready(now).expect("b");
+        assert_eq!(second.key.name, "b");
+        assert!(q.take_ready(now).is_none(), "a is in flight");
+        q.finish(first, &WriteOutcome::Retry, now);
+        assert_eq!(
+            q.take_ready(now).map(|u| u.status),
+            None,
+            "a waits out its backoff"
+        );
+        let later = now + Duration::from_millis(250);
+        assert_eq!(
+            q.take_ready(later).map(|u| u.status),
+            Some(json!({"n": 3})),
+            "the newer status, not the failed one"
+        );
+        q.finish(second, &WriteOutcome::Written, now);
+        assert_eq!(q.backlog(), 1);
+        q.clear();
+        assert!(q.take_ready(later).is_none());
+    }
+}

@@ -1,0 +1,472 @@
+//! The control loop at the Kubernetes boundary, with `tower-test` scenarios (kube's own
+//! approach): the real loop, publisher and status writer run against an API server stand-in
+//! that checks and records each request, while a test feeds the watch events.
+//!
+//! What is shown: status writes that hang or fail never hold back a table (SEM-P7); a new
+//! leader continues above the published generation (SEM-P4) and keeps serving the last good
+//! version of a rejected group (SEM-P6, SEM-S8); a failing publish is reported as such, in
+//! status, Events and metrics (SEM-P5).
+
+// Shared with the control-plane bench, which reads parts this file does not.
+#[allow(dead_code)]
+mod support {
+    pub mod fake_api;
+}
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use futures::channel::mpsc::{UnboundedSender, unbounded};
+use healthroute_operator::api::RecordGroup;
+use healthroute_operator::compiler::ServedZones;
+use healthroute_operator::controller::{self, Config, Input, OperatorMetrics};
+use healthroute_operator::index::SERVED_GENERATION_ANNOTATION;
+use healthroute_table::published::{self, DATA_KEY, Manifest};
+use healthroute_table::{RoutingTable, Value};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::runtime::watcher::Event;
+use serde_json::{Value as Json, json};
+use support::fake_api::{Answer, FakeApi, Settings};
+use tokio::sync::watch;
+
+const IN_TIME: Duration = Duration::from_secs(10);
+
+fn rg(name: &str, dns_name: &str, ip: &str) -> RecordGroup {
+    serde_json::from_value(json!({
+        "apiVersion": "healthroute.io/v1alpha1", "kind": "RecordGroup",
+        "metadata": {"name": name, "namespace": "shop", "generation": 1, "uid": format!("uid-{name}"),
+                     "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"name": dns_name, "type": "A", "routingPolicy": "Simple",
+                 "records": [{"setIdentifier": "x", "values": [ip]}]}
+    }))
+    .expect("valid")
+}
+
+fn service_group(i: usize) -> RecordGroup {
+    serde_json::from_value(json!({
+        "apiVersion": "healthroute.io/v1alpha1", "kind": "RecordGroup",
+        "metadata": {"name": format!("g{i}"), "namespace": "shop", "generation": 1, "uid": format!("uid-g{i}")},
+        "spec": {"name": format!("g{i}.example.com."), "type": "A", "routingPolicy": "Simple",
+                 "records": [{"setIdentifier": "pods", "service": {"name": format!("svc{i}")}}]}
+    }))
+    .expect("valid")
+}
+
+fn slice(i: usize, second_ready: bool) -> EndpointSlice {
+    serde_json::from_value(json!({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": format!("svc{i}-1"), "namespace": "shop", "labels": {"kubernetes.io/service-name": format!("svc{i}")}},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": [format!("10.0.{}.1", i % 250)], "conditions": {"ready": true}},
+                      {"addresses": [format!("10.0.{}.2", i % 250)], "conditions": {"ready": second_ready}}]
+    }))
+    .expect("valid")
+}
+
+fn lease(served_generation: u64) -> Lease {
+    serde_json::from_value(json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "healthroute-checker-r1", "namespace": "healthroute",
+                     "labels": {"healthroute.io/checker": "r1"},
+                     "annotations": {SERVED_GENERATION_ANNOTATION: served_generation.to_string()}},
+        "spec": {"holderIdentity": "r1", "renewTime": "2026-01-01T00:00:00.000000Z"}
+    }))
+    .expect("valid")
+}
+
+/// A running control loop and the handles a test drives it with.
+struct Running {
+    inputs: UnboundedSender<Input>,
+    leader: watch::Sender<bool>,
+    stop: watch::Sender<bool>,
+    metrics: Arc<OperatorMetrics>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Running {
+    fn send(&self, input: Input) {
+        self.inputs.unbounded_send(input).expect("loop running");
+    }
+    async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = tokio::time::timeout(IN_TIME, self.task).await;
+    }
+}
+
+/// Starts the loop as leader (or not) and lists `groups`, `slices` and `leases` as the
+/// watches' first lists.
+fn start(
+    client: kube::Client,
+    leader: bool,
+    groups: Vec<RecordGroup>,
+    slices: Vec<EndpointSlice>,
+    leases: Vec<Lease>,
+) -> Running {
+    let (inputs, rx) = unbounded();
+    let (leader_tx, leader_rx) = watch::channel(leader);
+    let (stop, stop_rx) = watch::channel(false);
+    let metrics = Arc::new(OperatorMetrics::default());
+    let mut config = Config::new(
+        "healthroute",
+        ServedZones::new(["example.com"]).expect("zone"),
+    );
+    config.shards = 2;
+    let task = tokio::spawn(controller::run_with(
+        client,
+        config,
+        rx,
+        leader_rx,
+        metrics.clone(),
+        stop_rx,
+    ));
+    let running = Running {
+        inputs,
+        leader: leader_tx,
+        stop,
+        metrics,
+        task,
+    };
+    running.send(Input::Group(Event::Init));
+    for g in groups {
+        running.send(Input::Group(Event::InitApply(g)));
+    }
+    running.send(Input::Group(Event::InitDone));
+    running.send(Input::Slice(Event::Init));
+    for s in slices {
+        running.send(Input::Slice(Event::InitApply(s)));
+    }
+    running.send(Input::Slice(Event::InitDone));
+    running.send(Input::Lease(Event::Init));
+    for l in leases {
+        running.send(Input::Lease(Event::InitApply(l)));
+    }
+    running.send(Input::Lease(Event::InitDone));
+    running.send(Input::Check(Event::Init));
+    running.send(Input::Check(Event::InitDone));
+    running.send(Input::Shift(Event::Init));
+    running.send(Input::Shift(Event::InitDone));
+    running.send(Input::Service(Event::<Service>::Init));
+    running.send(Input::Service(Event::<Service>::InitDone));
+    running
+}
+
+/// Puts `table` on the stand-in as an earlier leader would have published it.
+fn put_published(api: &FakeApi, table: &RoutingTable<Value>, shards: u32) {
+    let encoded = published::encode(table, shards).expect("encodes");
+    for (i, hash, json) in &encoded.shards {
+        api.put_configmap(json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("healthroute-table-{i}"), "namespace": "healthroute",
+                         "labels": {"healthroute.io/table": "shard"}, "annotations": {"healthroute.io/content-hash": hash}},
+            "data": {DATA_KEY: String::from_utf8_lossy(json)}
+        }));
+    }
+    let manifest = serde_json::to_string(&encoded.manifest).expect("json");
+    api.put_configmap(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "healthroute-table", "namespace": "healthroute",
+                     "labels": {"healthroute.io/table": "manifest"},
+                     "annotations": {"healthroute.io/content-hash": published::content_hash(manifest.as_bytes())}},
+        "data": {DATA_KEY: manifest}
+    }));
+}
+
+/// The table the stand-in holds, assembled as a resolver would.
+fn served_table(api: &FakeApi) -> RoutingTable<Value> {
+    let manifest_cm = api.configmap("healthroute-table").expect("a manifest");
+    let manifest: Manifest =
+        serde_json::from_str(manifest_cm["data"][DATA_KEY].as_str().expect("data"))
+            .expect("manifest");
+    let mut a = published::Assembler::default();
+    for i in 0..manifest.shards {
+        let cm = api
+            .configmap(&format!("healthroute-table-{i}"))
+            .expect("every shard the manifest names");
+        a.set_shard(cm["data"][DATA_KEY].as_str().expect("data").as_bytes())
+            .expect("shard");
+    }
+    a.set_manifest(
+        manifest_cm["data"][DATA_KEY]
+            .as_str()
+            .expect("data")
+            .as_bytes(),
+    )
+    .expect("manifest");
+    a.assemble().expect("newer").expect("complete")
+}
+
+/// A compiled table of plain groups, as an earlier leader would have published it.
+fn compiled(generation: u64, groups: &[RecordGroup]) -> RoutingTable<Value> {
+    let mut index = healthroute_operator::index::Index::new(
+        ServedZones::new(["example.com"]).expect("zone"),
+        60,
+    );
+    for g in groups {
+        index.apply(Input::Group(Event::Apply(g.clone())));
+    }
+    index.compiler.compile(jiff::Timestamp::now());
+    RoutingTable {
+        generation,
+        groups: index.compiler.table().groups.clone(),
+    }
+}
+
+fn condition<'a>(status: &'a Json, kind: &str) -> &'a Json {
+    status["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == kind))
+        .unwrap_or(&Json::Null)
+}
+
+// SEM-P7 SEM-P1: with every status write hanging, and then failing, an EndpointSlice change
+// still reaches the table at once; statuses wait, the table does not.
+#[tokio::test]
+async fn status_writes_that_hang_or_fail_never_hold_back_the_table() {
+    let (api, client) = FakeApi::start(Settings {
+        statuses: Answer::Hang,
+        ..Default::default()
+    });
+    let n = 300;
+    let running = start(
+        client,
+        true,
+        (0..n).map(service_group).collect(),
+        (0..n).map(|i| slice(i, true)).collect(),
+        vec![],
+    );
+    let first = api
+        .wait_for("the first manifest", 0, IN_TIME, |s| s.is_manifest_write())
+        .await;
+    assert_eq!(first.manifest_generation(), Some(1));
+    // The status writer is stuck on its first patches, which hang.
+    api.wait_for("a status write", 0, IN_TIME, |s| s.is_status_write())
+        .await;
+
+    let before = api.log().len();
+    running.send(Input::Slice(Event::Apply(slice(7, false))));
+    let second = api
+        .wait_for("the table after a readiness change", before, IN_TIME, |s| {
+            s.is_manifest_write()
+        })
+        .await;
+    assert_eq!(second.manifest_generation(), Some(2));
+    let g7 = served_table(&api);
+    let g7 = format!("{:?}", g7.groups["shop/g7"].selection);
+    assert!(g7.contains("10.0.7.1") && !g7.contains("10.0.7.2"), "{g7}");
+    assert_eq!(
+        running.metrics.status_writes.load(Ordering::Relaxed),
+        0,
+        "no status write has been answered"
+    );
+    assert!(
+        running.metrics.status_backlog.load(Ordering::Relaxed) as usize >= n - 8,
+        "the backlog is still there"
+    );
+
+    // Now status writes fail instead: the table still goes out at once.
+    api.set(|s| s.statuses = Answer::Fail(500));
+    let before = api.log().len();
+    running.send(Input::Slice(Event::Apply(slice(8, false))));
+    let third = api
+        .wait_for("the table while statuses fail", before, IN_TIME, |s| {
+            s.is_manifest_write()
+        })
+        .await;
+    assert_eq!(third.manifest_generation(), Some(3));
+    running.stop().await;
+}
+
+// SEM-P4: a new leader whose process counted nothing yet continues above the generation it
+// finds published, and above the generation a resolver says it serves.
+#[tokio::test]
+async fn a_new_leader_continues_above_the_published_generation() {
+    let old = [rg("api", "api.example.com.", "192.0.2.1")];
+    for (lease_generation, expected) in [(None, 42), (Some(50), 51)] {
+        let (api, client) = FakeApi::start(Settings::default());
+        put_published(&api, &compiled(41, &old), 2);
+        let leases = lease_generation.map(lease).into_iter().collect();
+        // The group was edited while no leader was running.
+        let running = start(
+            client,
+            true,
+            vec![rg("api", "api.example.com.", "192.0.2.2")],
+            vec![],
+            leases,
+        );
+        let manifest = api
+            .wait_for("a manifest", 0, IN_TIME, |s| s.is_manifest_write())
+            .await;
+        assert_eq!(manifest.manifest_generation(), Some(expected));
+        let table = served_table(&api);
+        assert!(format!("{:?}", table.groups["shop/api"]).contains("192.0.2.2"));
+        running.stop().await;
+    }
+}
+
+// SEM-P6 SEM-S8: a group renamed outside every zone under an earlier leader keeps serving its
+// last good version under the next one, which reads it back from the published table; its
+// status says so.
+#[tokio::test]
+async fn a_new_leader_keeps_the_last_good_version_of_a_rejected_group() {
+    let (api, client) = FakeApi::start(Settings::default());
+    let good = rg("api", "api.example.com.", "192.0.2.1");
+    put_published(&api, &compiled(7, std::slice::from_ref(&good)), 2);
+    let mut renamed = good.clone();
+    renamed.spec.name = "api.elsewhere.org.".into();
+    renamed.metadata.generation = Some(2);
+    // A new group makes the new leader publish; the rejected one must ride along unchanged.
+    let running = start(
+        client,
+        true,
+        vec![renamed, rg("web", "web.example.com.", "192.0.2.9")],
+        vec![],
+        vec![],
+    );
+    api.wait_for("a manifest", 0, IN_TIME, |s| s.is_manifest_write())
+        .await;
+    let table = served_table(&api);
+    assert_eq!(table.generation, 8);
+    let served = format!(
+        "{:?}",
+        table.groups.get("shop/api").expect("api still served")
+    );
+    assert!(
+        served.contains("192.0.2.1") && served.contains("api.example.com."),
+        "{served}"
+    );
+    assert!(table.groups.contains_key("shop/web"));
+
+    let status = api
+        .wait_for("api's status", 0, IN_TIME, |s| {
+            s.is_status_write() && s.path.contains("/recordgroups/api/")
+        })
+        .await
+        .body;
+    assert_eq!(status["status"]["served"], true);
+    assert_eq!(
+        status["status"]["servedGeneration"], 7,
+        "unchanged since generation 7"
+    );
+    assert_eq!(condition(&status, "Compiled")["reason"], "ZoneNotServed");
+    let ready = condition(&status, "Ready");
+    assert_eq!(ready["status"], "True");
+    assert!(
+        ready["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("last good version")),
+        "{ready}"
+    );
+    running.stop().await;
+}
+
+// SEM-P5: while the table cannot be written, the edited group's status says its new version is
+// not served (and what is), an Event says so, the failure is counted and /readyz fails; once
+// the write succeeds, all of it turns back.
+#[tokio::test]
+async fn a_failing_publish_is_reported_as_such() {
+    let (api, client) = FakeApi::start(Settings::default());
+    let running = start(
+        client,
+        true,
+        vec![rg("api", "api.example.com.", "192.0.2.1")],
+        vec![],
+        vec![],
+    );
+    let status =
+        |s: &support::fake_api::Seen| s.is_status_write() && s.path.contains("/recordgroups/api/");
+    let first = api.wait_for("api's first status", 0, IN_TIME, status).await;
+    assert_eq!(condition(&first.body, "Ready")["status"], "True");
+    assert_eq!(first.body["status"]["servedGeneration"], 1);
+
+    api.set(|s| s.tables = Answer::Fail(500));
+    let before = api.log().len();
+    let mut edited = rg("api", "api.example.com.", "192.0.2.2");
+    edited.metadata.generation = Some(2);
+    running.send(Input::Group(Event::Apply(edited.clone())));
+    let failed = api
+        .wait_for(
+            "api's status after a failed publish",
+            before,
+            IN_TIME,
+            status,
+        )
+        .await
+        .body;
+    let ready = condition(&failed, "Ready");
+    assert_eq!(
+        (ready["status"].as_str(), ready["reason"].as_str()),
+        (Some("False"), Some("PublishFailed"))
+    );
+    let message = ready["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("500")
+            && message.contains("still serve the version of table generation 1"),
+        "{message}"
+    );
+    assert_eq!(
+        failed["status"]["served"], true,
+        "the old version is served"
+    );
+    assert_eq!(failed["status"]["servedGeneration"], 1);
+    let event = api
+        .wait_for("a PublishFailed Event", before, IN_TIME, |s| {
+            s.is_event() && s.body["reason"] == "PublishFailed"
+        })
+        .await;
+    assert_eq!(event.body["regarding"]["name"], "api");
+    assert_eq!(event.body["type"], "Warning");
+    assert!(running.metrics.publish_failures.load(Ordering::Relaxed) >= 1);
+    assert!(
+        running
+            .metrics
+            .not_ready()
+            .is_some_and(|why| why.contains("cannot be published")),
+        "/readyz fails while the table cannot be published"
+    );
+
+    // The API server takes writes again: the retry publishes, and the status follows.
+    api.set(|s| s.tables = Answer::Ok);
+    let recovered = api
+        .wait_for("api's status once published", before, IN_TIME, |s| {
+            status(s) && condition(&s.body, "Ready")["status"] == "True"
+        })
+        .await
+        .body;
+    assert_eq!(recovered["status"]["servedGeneration"], 2);
+    assert_eq!(
+        served_table(&api).groups["shop/api"].selection,
+        compiled(0, &[edited]).groups["shop/api"].selection
+    );
+    api.wait_for("a Published Event", before, IN_TIME, |s| {
+        s.is_event() && s.body["reason"] == "Published"
+    })
+    .await;
+    assert_eq!(running.metrics.not_ready(), None);
+    running.stop().await;
+}
+
+// SEM-P3: a replica that is not the leader writes nothing, and one that becomes leader starts
+// by reading back what is published.
+#[tokio::test]
+async fn only_the_leader_writes_and_a_term_starts_with_a_read_back() {
+    let (api, client) = FakeApi::start(Settings::default());
+    let running = start(
+        client,
+        false,
+        vec![rg("api", "api.example.com.", "192.0.2.1")],
+        vec![],
+        vec![],
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(api.log().is_empty(), "a follower sent {:?}", api.log());
+    running.leader.send(true).expect("leader");
+    api.wait_for("a manifest", 0, IN_TIME, |s| s.is_manifest_write())
+        .await;
+    let log = api.log();
+    assert_eq!(log[0].method, "GET", "the term starts by reading back");
+    assert!(log[0].path.contains("configmaps"), "{}", log[0].path);
+    running.stop().await;
+}

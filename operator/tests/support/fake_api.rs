@@ -1,0 +1,252 @@
+//! An API server stand-in behind a `tower-test` mock: it keeps the table ConfigMaps, records
+//! every request with the time it arrived, and answers status and table writes as a test
+//! says (at once, after a delay, with an error, or never).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http::{Request, Response, StatusCode};
+use kube::Client;
+use kube::client::Body;
+use serde_json::{Value as Json, json};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+/// How a kind of write is answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answer {
+    Ok,
+    /// An error status with this code.
+    Fail(u16),
+    /// No answer, ever (the request hangs until the client gives up).
+    Hang,
+}
+
+/// One request as it arrived.
+#[derive(Clone, Debug)]
+pub struct Seen {
+    pub at: Instant,
+    pub method: String,
+    pub path: String,
+    pub body: Json,
+}
+
+impl Seen {
+    /// A write of the table manifest ConfigMap.
+    pub fn is_manifest_write(&self) -> bool {
+        self.method == "PATCH" && self.path.contains("/configmaps/healthroute-table?")
+    }
+    pub fn is_shard_write(&self) -> bool {
+        self.method == "PATCH" && self.path.contains("/configmaps/healthroute-table-")
+    }
+    pub fn is_status_write(&self) -> bool {
+        self.method == "PATCH" && self.path.contains("/status?")
+    }
+    pub fn is_event(&self) -> bool {
+        self.method == "POST" && self.path.contains("/events")
+    }
+    /// The manifest's generation, for a manifest write.
+    pub fn manifest_generation(&self) -> Option<u64> {
+        let data = self.body["data"]["table.json"].as_str()?;
+        serde_json::from_str::<Json>(data).ok()?["generation"].as_u64()
+    }
+}
+
+#[derive(Default)]
+struct State {
+    configmaps: BTreeMap<String, Json>,
+    log: Vec<Seen>,
+    /// Answers held back on purpose (`Answer::Hang`).
+    hung: Vec<tower_test::mock::SendResponse<Response<Body>>>,
+}
+
+#[derive(Clone)]
+pub struct Settings {
+    pub tables: Answer,
+    pub statuses: Answer,
+    /// Every write is answered after this long.
+    pub write_delay: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            tables: Answer::Ok,
+            statuses: Answer::Ok,
+            write_delay: Duration::ZERO,
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct FakeApi {
+    state: Arc<Mutex<State>>,
+    settings: Arc<Mutex<Settings>>,
+    changed: Arc<Notify>,
+}
+
+impl FakeApi {
+    /// A client whose every request this stand-in answers.
+    pub fn start(settings: Settings) -> (FakeApi, Client) {
+        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let api = FakeApi {
+            state: Arc::default(),
+            settings: Arc::new(Mutex::new(settings)),
+            changed: Arc::new(Notify::new()),
+        };
+        let server = api.clone();
+        tokio::spawn(async move {
+            while let Some((req, send)) = handle.next_request().await {
+                let server = server.clone();
+                tokio::spawn(async move { server.answer(req, send).await });
+            }
+        });
+        (api, Client::new(service, "healthroute"))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().expect("fake API state")
+    }
+
+    pub fn set(&self, change: impl FnOnce(&mut Settings)) {
+        change(&mut self.settings.lock().expect("settings"));
+    }
+
+    /// Puts a ConfigMap on the server as if an earlier leader had written it.
+    pub fn put_configmap(&self, object: Json) {
+        let name = object["metadata"]["name"]
+            .as_str()
+            .expect("a name")
+            .to_owned();
+        self.lock().configmaps.insert(name, object);
+    }
+
+    pub fn configmap(&self, name: &str) -> Option<Json> {
+        self.lock().configmaps.get(name).cloned()
+    }
+
+    pub fn log(&self) -> Vec<Seen> {
+        self.lock().log.clone()
+    }
+
+    /// Waits until a request matching `pred` has arrived (after the first `skip` requests),
+    /// and returns it; panics after `within`.
+    pub async fn wait_for(
+        &self,
+        what: &str,
+        skip: usize,
+        within: Duration,
+        pred: impl Fn(&Seen) -> bool,
+    ) -> Seen {
+        let deadline = Instant::now() + within;
+        loop {
+            let notified = self.changed.notified();
+            if let Some(seen) = self.lock().log.iter().skip(skip).find(|s| pred(s)).cloned() {
+                return seen;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                let log: Vec<String> = self
+                    .log()
+                    .iter()
+                    .map(|s| format!("{} {}", s.method, s.path))
+                    .collect();
+                panic!("no {what} within {within:?}; requests seen: {log:#?}");
+            }
+        }
+    }
+
+    async fn answer(
+        &self,
+        req: Request<Body>,
+        send: tower_test::mock::SendResponse<Response<Body>>,
+    ) {
+        let method = req.method().as_str().to_owned();
+        let path = req.uri().to_string();
+        let bytes = req.into_body().collect_bytes().await.unwrap_or_default();
+        let body: Json = serde_json::from_slice(&bytes).unwrap_or(Json::Null);
+        let seen = Seen {
+            at: Instant::now(),
+            method: method.clone(),
+            path: path.clone(),
+            body: body.clone(),
+        };
+        self.lock().log.push(seen);
+        self.changed.notify_waiters();
+        let settings = self.settings.lock().expect("settings").clone();
+        let is_table = path.contains("/configmaps");
+        let is_write = method != "GET";
+        if is_write && !settings.write_delay.is_zero() {
+            tokio::time::sleep(settings.write_delay).await;
+        }
+        let answer = match (is_write, is_table, path.contains("/status?")) {
+            (true, true, _) => settings.tables,
+            (true, false, true) => settings.statuses,
+            _ => Answer::Ok,
+        };
+        match answer {
+            Answer::Hang => {
+                self.lock().hung.push(send);
+                return;
+            }
+            Answer::Fail(code) => {
+                return reply(
+                    send,
+                    code,
+                    &json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                            "message": format!("stand-in refuses this write ({code})"), "reason": "InternalError", "code": code}),
+                );
+            }
+            Answer::Ok => {}
+        }
+        let name = path
+            .split('?')
+            .next()
+            .unwrap_or_default()
+            .rsplit('/')
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        match method.as_str() {
+            "GET" if is_table => {
+                let items: Vec<Json> = self.lock().configmaps.values().cloned().collect();
+                reply(
+                    send,
+                    200,
+                    &json!({"apiVersion": "v1", "kind": "ConfigMapList", "metadata": {"resourceVersion": "1"}, "items": items}),
+                );
+            }
+            "PATCH" if is_table => {
+                self.lock().configmaps.insert(name, body.clone());
+                reply(send, 200, &body);
+            }
+            "DELETE" if is_table => {
+                self.lock().configmaps.remove(&name);
+                reply(
+                    send,
+                    200,
+                    &json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
+                );
+            }
+            "PATCH" | "POST" => {
+                let mut obj = body.clone();
+                if obj["metadata"].is_null() {
+                    obj["metadata"] = json!({"name": "x", "namespace": "shop"});
+                }
+                reply(send, 200, &obj);
+            }
+            _ => reply(
+                send,
+                404,
+                &json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404}),
+            ),
+        }
+    }
+}
+
+fn reply(send: tower_test::mock::SendResponse<Response<Body>>, code: u16, value: &Json) {
+    let mut response = Response::new(Body::from(serde_json::to_vec(value).unwrap_or_default()));
+    *response.status_mut() =
+        StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    send.send_response(response);
+}

@@ -13,6 +13,7 @@ pub mod compiler;
 pub mod controller;
 pub mod crd;
 pub mod index;
+pub mod leader;
 pub mod manifests;
 pub mod metrics;
 pub mod process;

@@ -10,9 +10,8 @@ use clap::Parser;
 use healthroute_operator::admin::{self, AdminState};
 use healthroute_operator::compiler::{DEFAULT_TTL, ServedZones};
 use healthroute_operator::controller::{self, Config, OperatorMetrics};
-use healthroute_operator::process;
 use healthroute_operator::status_writer::WriterConfig;
-use kube_lease_manager::LeaseManagerBuilder;
+use healthroute_operator::{leader, process};
 use tokio::sync::watch;
 
 #[derive(Parser)]
@@ -107,15 +106,24 @@ async fn run(args: Args) -> Result<(), String> {
     tokio::spawn(admin::serve(listener, Arc::new(State(metrics.clone()))));
 
     // P3: one writer. Every replica watches and compiles; only the lease holder writes.
-    let manager = LeaseManagerBuilder::new(client.clone(), "healthroute-operator")
-        .with_namespace(&args.namespace)
-        .with_identity(&args.identity)
-        .with_duration(args.lease_duration)
-        .with_grace(args.lease_duration / 3)
-        .build()
-        .await
-        .map_err(|e| format!("leader election: {e}"))?;
-    let (leader, lease_task) = manager.watch().await;
+    if args.lease_duration < 3 {
+        return Err("--lease-duration must be at least 3 seconds".into());
+    }
+    let election = leader::Election {
+        lease: "healthroute-operator".into(),
+        namespace: args.namespace.clone(),
+        identity: args.identity.clone(),
+        duration: args.lease_duration,
+        grace: args.lease_duration / 3,
+    };
+    let (leader_tx, leader) = watch::channel(false);
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let lease_task = tokio::spawn(leader::run(
+        client.clone(),
+        election,
+        leader_tx,
+        stop_rx.clone(),
+    ));
 
     let config = Config {
         shards: args.table_shards,
@@ -128,13 +136,12 @@ async fn run(args: Args) -> Result<(), String> {
         },
         ..Config::new(args.namespace.clone(), zones)
     };
-    let (stop_tx, stop_rx) = watch::channel(false);
     let control = tokio::spawn(controller::run(client, config, leader, metrics, stop_rx));
     process::shutdown_signal().await;
     tracing::info!("shutting down");
     let _ = stop_tx.send(true);
     let _ = control.await;
-    // Dropping the last receiver makes the lease task release the lease for a fast handover.
-    let _ = tokio::time::timeout(Duration::from_secs(5), lease_task).await;
+    // The election releases the lease on the way out, for a fast handover.
+    let _ = tokio::time::timeout(Duration::from_secs(6), lease_task).await;
     Ok(())
 }

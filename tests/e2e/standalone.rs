@@ -131,6 +131,43 @@ fn restart_serves_the_last_table() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("not valid YAML"));
 }
 
+// SEM-P9: on SIGTERM the resolver turns /readyz unready at once, answers every query while it
+// drains, and only then exits, cleanly.
+#[test]
+fn sigterm_drains_before_the_sockets_close() {
+    let dir = setup("sa-drain");
+    let r = Resolver::start(&dir, &["--shutdown-drain", "1.5"]);
+    let (dns, admin) = (r.dns, r.admin);
+    let pid = r.child.id().to_string();
+    let sent = std::time::Instant::now();
+    let kill = crate::support::resolver_signal(&pid, "TERM");
+    assert!(kill, "SIGTERM sent");
+    eventually(Duration::from_secs(2), || {
+        crate::support::http_get(admin, "/readyz").is_some_and(|(code, _)| code == 503)
+    })
+    .expect("/readyz turns unready at once");
+    // Queries keep being answered through the drain (bounded: at most 200, 10 ms apart).
+    let mut answered = 0;
+    while sent.elapsed() < Duration::from_millis(1200) && answered < 200 {
+        assert_eq!(
+            answer(dns, "api.example.com.").as_deref(),
+            Some("192.0.2.1"),
+            "answered {:?} after SIGTERM",
+            sent.elapsed()
+        );
+        answered += 1;
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(answered > 10, "{answered} queries answered while draining");
+    let status = r.wait_exit(Duration::from_secs(10));
+    assert!(status.success(), "a clean exit after the drain: {status:?}");
+    assert!(
+        sent.elapsed() >= Duration::from_millis(1500),
+        "exited {:?} after SIGTERM, before the drain ended",
+        sent.elapsed()
+    );
+}
+
 /// A second resolver on a port already served is refused at start, instead of quietly
 /// joining the first one's sockets (SO_REUSEPORT) and taking part of its queries.
 #[test]

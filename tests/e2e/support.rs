@@ -56,6 +56,15 @@ pub fn free_port() -> u16 {
     }
 }
 
+/// Sends `signal` (TERM, INT...) to process `pid`; true when it was delivered.
+pub fn resolver_signal(pid: &str, signal: &str) -> bool {
+    Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid)
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
 /// A resolver process on loopback, killed when dropped.
 pub struct Resolver {
     pub child: std::process::Child,
@@ -114,19 +123,21 @@ impl Resolver {
     }
 
     /// Sends SIGTERM and waits for the exit status.
-    pub fn terminate(mut self) -> std::process::ExitStatus {
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.child.id().to_string())
-            .status();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    pub fn terminate(self) -> std::process::ExitStatus {
+        resolver_signal(&self.child.id().to_string(), "TERM");
+        self.wait_exit(std::time::Duration::from_secs(10))
+    }
+
+    /// Waits for the process to exit on its own, at most `within`.
+    pub fn wait_exit(mut self, within: std::time::Duration) -> std::process::ExitStatus {
+        let deadline = std::time::Instant::now() + within;
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
                 return status;
             }
             assert!(
                 std::time::Instant::now() < deadline,
-                "resolver did not stop on SIGTERM"
+                "resolver did not stop within {within:?}"
             );
             std::thread::sleep(std::time::Duration::from_millis(20));
         }

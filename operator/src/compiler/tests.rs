@@ -947,3 +947,85 @@ fn stale_checker_drops_out_without_new_input() {
         "zone-a dropped out: 0/2 healthy"
     );
 }
+
+// SEM-H7: heartbeats alone re-evaluate nothing; a checker that goes stale re-evaluates the
+// checks that read it, once, and so does its return.
+#[test]
+fn heartbeats_re_evaluate_only_on_reachability_changes() {
+    let mut c = mk_compiler();
+    for i in 0..500 {
+        let mut check = CheckInput::new(mk_check(&format!("hc-{i}")));
+        let reader = if i % 2 == 0 { "zone-a" } else { "zone-b" };
+        check.views = vec![mk_view(reader, true)];
+        c.upsert_check(key(&format!("hc-{i}")), check);
+    }
+    c.set_heartbeat("zone-a", t0());
+    c.set_heartbeat("zone-b", t0());
+    assert_eq!(c.compile(t0()).evaluated_checks, 500, "first evaluation");
+    // A heartbeat a second from both checkers, for 20 s: nothing to evaluate.
+    for s in 1..=20 {
+        c.set_heartbeat("zone-a", at(s));
+        c.set_heartbeat("zone-b", at(s));
+        let report = c.compile(at(s));
+        assert_eq!(report.evaluated_checks, 0, "at {s} s");
+    }
+    // zone-b stops. Its checks (interval 10 s) lose it when its last heartbeat is 30 s old.
+    let deadline = c.next_deadline(at(21)).expect("zone-b goes stale");
+    assert_eq!(deadline, at(50) + jiff::SignedDuration::from_millis(1));
+    c.set_heartbeat("zone-a", at(49));
+    assert_eq!(c.compile(at(49)).evaluated_checks, 0);
+    let report = c.compile(deadline);
+    assert_eq!(
+        report.evaluated_checks, 250,
+        "the checks zone-b reads, once"
+    );
+    assert_eq!(c.compile(at(51)).evaluated_checks, 0);
+    // It comes back: the same checks, once.
+    c.set_heartbeat("zone-b", at(52));
+    assert_eq!(c.compile(at(52)).evaluated_checks, 250);
+    assert_eq!(c.compile(at(53)).evaluated_checks, 0);
+}
+
+// SEM-S8 SEM-P6: a group that this process only ever saw rejected serves the version an
+// earlier leader published; a group that compiles here, or that is gone, is not affected.
+#[test]
+fn recovered_versions_serve_while_a_group_is_rejected() {
+    let mut c = mk_compiler();
+    let simple = |name: &str, ip: &str| {
+        group_input(mk_group(
+            name,
+            RoutingPolicy::Simple,
+            vec![mk_record("x", &[ip])],
+        ))
+    };
+    // What an earlier leader published.
+    let mut earlier = mk_compiler();
+    for name in ["api", "web", "gone"] {
+        earlier.upsert_group(key(name), simple(name, "192.0.2.1"));
+    }
+    earlier.compile(t0());
+    let published = earlier.table();
+
+    let mut renamed = simple("api", "192.0.2.2");
+    renamed.spec.name = "api.elsewhere.org.".into();
+    c.upsert_group(key("api"), renamed);
+    c.upsert_group(key("web"), simple("web", "192.0.2.3"));
+    c.compile(t0());
+    assert_eq!(rejection(&c, "api"), Some(reasons::ZONE_NOT_SERVED));
+    assert!(
+        !c.table().groups.contains_key("shop/api"),
+        "nothing to serve yet"
+    );
+
+    let recovered = c.recover_served(published.groups.iter().map(|(k, g)| (&**k, g)));
+    assert_eq!(recovered, 1, "only api: web compiled here, gone is gone");
+    let report = c.compile(at(1));
+    assert!(
+        report.changed_groups.contains(&key("api")),
+        "its status changes"
+    );
+    assert_eq!(answer(&c, "api"), "192.0.2.1", "the published version");
+    assert_eq!(answer(&c, "web"), "192.0.2.3", "the version compiled here");
+    assert!(!c.table().groups.contains_key("shop/gone"));
+    assert!(c.group_status(&key("api")).expect("status").served);
+}

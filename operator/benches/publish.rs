@@ -3,7 +3,7 @@
 //! tower-test stand-in that answers at once), with 10,000 RecordGroups loaded. Also the
 //! first compile and publish of the whole table. Prints figures; asserts nothing.
 //!
-//! Run: `cargo bench -p healthroute-operator --bench publish`
+//! Run: `cargo bench -p healthroute-operator --bench publish [-- groups]` (default 10,000)
 
 use std::time::Instant;
 
@@ -18,7 +18,6 @@ use kube::runtime::watcher;
 use kube::{Api, Client};
 use serde_json::json;
 
-const GROUPS: usize = 10_000;
 const CHANGES: usize = 1_000;
 
 fn group(i: usize) -> healthroute_operator::api::RecordGroup {
@@ -47,6 +46,10 @@ fn slice(i: usize, ready: bool) -> EndpointSlice {
 
 #[tokio::main]
 async fn main() {
+    let groups: usize = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(10_000);
     let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     // The stand-in API server: a list for the publisher's first look, then every apply echoed.
     tokio::spawn(async move {
@@ -76,7 +79,7 @@ async fn main() {
             _ => index.apply(Input::Slice(watcher::Event::Init)),
         }
     }
-    for i in 0..GROUPS {
+    for i in 0..groups {
         index.apply(Input::Group(watcher::Event::InitApply(group(i))));
         index.apply(Input::Slice(watcher::Event::InitApply(slice(i, true))));
     }
@@ -92,19 +95,23 @@ async fn main() {
         .await
         .expect("publishes");
     let published = t.elapsed();
+    let bytes = healthroute_table::published::encode(&index.compiler.table(), first.shards)
+        .map(|e| e.shards.iter().map(|(_, _, j)| j.len()).sum::<usize>())
+        .unwrap_or(0);
     println!(
-        "{GROUPS} RecordGroups, {} endpoints: index {:.0} ms, compile {:.0} ms, publish {} shards {:.0} ms",
-        GROUPS * 10,
+        "{groups} RecordGroups, {} endpoints: index {:.0} ms, compile {:.0} ms, publish {} shards ({:.1} MiB) {:.0} ms",
+        groups * 10,
         indexed.as_secs_f64() * 1e3,
         compiled.as_secs_f64() * 1e3,
         first.shards_written,
+        bytes as f64 / (1024.0 * 1024.0),
         published.as_secs_f64() * 1e3
     );
 
     let mut latencies = Vec::with_capacity(CHANGES);
     let mut written = 0;
     for n in 0..CHANGES {
-        let i = (n * 7919) % GROUPS;
+        let i = (n * 7919) % groups;
         let t = Instant::now();
         index.apply(Input::Slice(watcher::Event::Apply(slice(i, n % 2 == 1))));
         index.compiler.compile(jiff::Timestamp::now());

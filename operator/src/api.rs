@@ -1,5 +1,5 @@
 //! The custom resources of `healthroute.io/v1alpha1`: `HealthCheck`, `RecordGroup`,
-//! `ZonalShift`, with the field names of `shared/API.md`.
+//! `ZonalShift`, with the field names of `docs/api.md`.
 //!
 //! Validation lives in the schema so that `kubectl apply` of a bad object fails before any
 //! controller sees it: ranges, enums and defaults through schemars, and the rules that span

@@ -37,7 +37,7 @@ use crate::compiler::ObjectKey;
 pub use crate::index::{CHECKER_LABEL, Index, Input};
 pub use crate::metrics::OperatorMetrics;
 use crate::publish::{PublishFeedback, PublishRequest, Publisher, ReadBack};
-use crate::retry::Backoff;
+use crate::retry::{Backoff, ErrorLog};
 use crate::status::{self, Publication};
 use crate::status_writer::{self, StatusKey, StatusQueue, StatusUpdate, WriterConfig};
 
@@ -262,6 +262,7 @@ struct Control {
     full_status: bool,
     /// The status last handed to the writer, per object, this term.
     sent: HashMap<StatusKey, Json>,
+    watch_errors: ErrorLog,
 }
 
 impl Control {
@@ -285,10 +286,19 @@ impl Control {
             awaiting: BTreeSet::new(),
             full_status: false,
             sent: HashMap::new(),
+            watch_errors: ErrorLog::default(),
         }
     }
 
     fn apply(&mut self, input: Input) {
+        if let Input::WatchError(kind, error) = &input {
+            // Every watch retries within a second while the API server is away: say so once
+            // a minute per distinct error, not at every retry.
+            if self.watch_errors.should_log(&format!("{kind}: {error}")) {
+                tracing::warn!(kind, %error, "watch failed; retrying (logged once a minute)");
+            }
+            return;
+        }
         self.index.apply(input);
         OperatorMetrics::add(&self.metrics.events, 1);
     }

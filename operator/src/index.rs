@@ -56,6 +56,8 @@ pub struct Index {
     pub checks: BTreeMap<ObjectKey, HealthCheck>,
     pub shifts: BTreeMap<ObjectKey, ZonalShift>,
     slices: BTreeMap<ObjectKey, EndpointSlice>,
+    /// The slices of each Service, so that one slice's change reads only its Service's.
+    slices_of: HashMap<ObjectKey, BTreeSet<ObjectKey>>,
     cluster_ips: BTreeMap<ObjectKey, Vec<std::net::IpAddr>>,
     /// Checker Leases: the checker's name and the table generation its resolver serves.
     leases: BTreeMap<ObjectKey, (String, Option<u64>)>,
@@ -77,6 +79,7 @@ impl Index {
             checks: BTreeMap::new(),
             shifts: BTreeMap::new(),
             slices: BTreeMap::new(),
+            slices_of: HashMap::new(),
             cluster_ips: BTreeMap::new(),
             leases: BTreeMap::new(),
             relist: HashMap::new(),
@@ -203,11 +206,11 @@ impl Index {
     /// Rebuilds one Service's endpoints from all of its slices.
     fn refresh_service(&mut self, service: &ObjectKey) {
         let slices: Vec<&EndpointSlice> = self
-            .slices
-            .range(ObjectKey::new(&service.namespace, "")..)
-            .take_while(|(k, _)| k.namespace == service.namespace)
-            .map(|(_, s)| s)
-            .filter(|s| Self::service_of(s).as_ref() == Some(service))
+            .slices_of
+            .get(service)
+            .into_iter()
+            .flatten()
+            .filter_map(|k| self.slices.get(k))
             .collect();
         let mut endpoints = endpoints_from_slices(slices)
             .remove(service)
@@ -224,22 +227,43 @@ impl Index {
         let key = key_of(&s);
         let before = self.slices.get(&key).and_then(Self::service_of);
         let after = Self::service_of(&s);
+        if let Some(old) = &before
+            && let Some(set) = self.slices_of.get_mut(old)
+        {
+            set.remove(&key);
+            if set.is_empty() {
+                self.slices_of.remove(old);
+            }
+        }
+        if let Some(svc) = &after {
+            self.slices_of
+                .entry(svc.clone())
+                .or_default()
+                .insert(key.clone());
+        }
         self.slices.insert(key, s);
         for svc in before.into_iter().chain(after) {
             self.refresh_service(&svc);
         }
     }
     fn delete_slice(&mut self, key: &ObjectKey) {
-        if let Some(svc) = self.slices.remove(key).as_ref().and_then(Self::service_of) {
-            self.refresh_service(&svc);
+        let Some(svc) = self.slices.remove(key).as_ref().and_then(Self::service_of) else {
+            return;
+        };
+        if let Some(set) = self.slices_of.get_mut(&svc) {
+            set.remove(key);
+            if set.is_empty() {
+                self.slices_of.remove(&svc);
+            }
         }
+        self.refresh_service(&svc);
     }
 
     fn upsert_service(&mut self, s: Service) {
         let key = key_of(&s);
         let ips = cluster_ips(&s);
-        if self.cluster_ips.insert(key.clone(), ips).is_none() && !self.compiler_knows_service(&key)
-        {
+        let known = self.slices_of.contains_key(&key);
+        if self.cluster_ips.insert(key.clone(), ips).is_none() && !known {
             return;
         }
         self.refresh_service(&key);
@@ -248,11 +272,6 @@ impl Index {
         if self.cluster_ips.remove(key).is_some() {
             self.refresh_service(key);
         }
-    }
-    fn compiler_knows_service(&self, key: &ObjectKey) -> bool {
-        self.slices
-            .values()
-            .any(|s| Self::service_of(s).as_ref() == Some(key))
     }
 
     fn upsert_lease(&mut self, l: Lease) {

@@ -99,6 +99,8 @@ impl ErrorLog {
 mod tests {
     use super::*;
 
+    // SEM-P8: retries stay within the bound (a watch resumes within about a second of the API
+    // server answering) and start over after a success.
     #[test]
     fn backoff_grows_to_its_bound_with_jitter_and_resets() {
         let mut b = Backoff::new(Duration::from_millis(100), Duration::from_secs(1));
@@ -115,6 +117,7 @@ mod tests {
         assert!(b.next_delay() <= Duration::from_millis(100));
     }
 
+    // SEM-P5: a repeated failure is logged once per distinct error per period.
     #[test]
     fn a_repeated_error_is_logged_once_per_period() {
         let mut log = ErrorLog::new(Duration::from_millis(50));

@@ -1,5 +1,5 @@
 //! The committed CRDs are exactly what the API types generate, and their schemas hold the
-//! validation that API.md promises (checked client-side with kube's CEL evaluator).
+//! validation that docs/api.md promises (checked client-side with kube's CEL evaluator).
 
 use healthroute_operator::api::{HealthCheck, RecordGroup, ZonalShift};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;

@@ -2,6 +2,9 @@
 //! is skipped with a printed reason otherwise. Run before a release:
 //!
 //!   HEALTHROUTE_TEST_KUBECONFIG=~/.kube/config cargo test -p healthroute-operator --test live -- --nocapture
+//!
+//! `HEALTHROUTE_TEST_GROUPS=N` adds N filler RecordGroups to the failover tests (the issue's
+//! repros ran at 10,000), so a leader change is tried at scale too.
 
 use std::time::Duration;
 
@@ -19,7 +22,10 @@ use kube::{Api, Client, CustomResourceExt, ResourceExt};
 use serde_json::json;
 
 async fn client() -> Option<Client> {
-    let Ok(path) = std::env::var("HEALTHROUTE_TEST_KUBECONFIG") else {
+    let Some(path) = std::env::var("HEALTHROUTE_TEST_KUBECONFIG")
+        .ok()
+        .filter(|p| !p.is_empty())
+    else {
         eprintln!(
             "skipped: HEALTHROUTE_TEST_KUBECONFIG is not set (these tests need a live API server)"
         );
@@ -64,12 +70,9 @@ async fn wait_for<F: std::future::Future<Output = bool>>(what: &str, mut f: impl
     panic!("timed out waiting for {what}");
 }
 
-// SEM-P1 SEM-H11 SEM-Z4: CRDs apply; a RecordGroup over a Service is published; a pod's
-// readiness flip and a zonal shift (start, cancel) reach the table and the statuses.
-#[tokio::test]
-async fn live_cluster_round_trip() {
-    let Some(client) = client().await else { return };
-    let ns = format!("healthroute-live-{}", std::process::id());
+/// Applies the CRDs and a fresh namespace named after `tag`.
+async fn setup(client: &Client, tag: &str) -> String {
+    let ns = format!("healthroute-live-{tag}-{}", std::process::id());
     for crd in [HealthCheck::crd(), RecordGroup::crd(), ZonalShift::crd()] {
         Api::<CustomResourceDefinition>::all(client.clone())
             .patch(&crd.name_any(), &apply(), &Patch::Apply(&crd))
@@ -87,6 +90,15 @@ async fn live_cluster_round_trip() {
         )
         .await
         .expect("namespace");
+    ns
+}
+
+// SEM-P1 SEM-H11 SEM-Z4: CRDs apply; a RecordGroup over a Service is published; a pod's
+// readiness flip and a zonal shift (start, cancel) reach the table and the statuses.
+#[tokio::test]
+async fn live_cluster_round_trip() {
+    let Some(client) = client().await else { return };
+    let ns = setup(&client, "rt").await;
 
     // Held until the end: this process is the leader throughout.
     let (_leader_tx, leader) = tokio::sync::watch::channel(true);
@@ -191,6 +203,240 @@ async fn live_cluster_round_trip() {
 
     let _ = stop_tx.send(true);
     let _ = control.await;
+    let _ = Api::<Namespace>::all(client)
+        .delete(&ns, &DeleteParams::default())
+        .await;
+}
+
+/// One operator replica in this process: its own index, compiler, publisher and status
+/// writer, led by a channel instead of the Lease (two replicas here, one leader at a time).
+struct Replica {
+    leader: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+    _stop: tokio::sync::watch::Sender<bool>,
+}
+
+fn replica(client: &Client, ns: &str, leader: bool) -> Replica {
+    let (leader_tx, leader_rx) = tokio::sync::watch::channel(leader);
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    let mut config = Config::new(ns, ServedZones::new(["live.example."]).expect("zone"));
+    config.shards = 2;
+    let task = tokio::spawn(controller::run(
+        client.clone(),
+        config,
+        leader_rx,
+        Default::default(),
+        stop_rx,
+    ));
+    Replica {
+        leader: leader_tx,
+        task,
+        _stop: stop,
+    }
+}
+
+impl Replica {
+    /// Gone at once, as with SIGKILL: nothing is released or finished.
+    fn kill(self) {
+        self.task.abort();
+    }
+}
+
+fn simple_group(name: &str, dns: &str, ip: &str) -> serde_json::Value {
+    json!({
+        "apiVersion": "healthroute.io/v1alpha1", "kind": "RecordGroup", "metadata": {"name": name},
+        "spec": {"name": dns, "type": "A", "routingPolicy": "Simple",
+                 "records": [{"setIdentifier": "x", "values": [ip]}]}
+    })
+}
+
+/// `HEALTHROUTE_TEST_GROUPS` filler groups, so the failover runs at the scale asked for.
+async fn fillers(rgs: &Api<RecordGroup>) -> usize {
+    let n: usize = std::env::var("HEALTHROUTE_TEST_GROUPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    for i in 0..n {
+        rgs.patch(
+            &format!("filler-{i}"),
+            &apply(),
+            &Patch::Apply(simple_group(
+                &format!("filler-{i}"),
+                &format!("filler-{i}.live.example."),
+                "192.0.2.200",
+            )),
+        )
+        .await
+        .expect("filler group");
+    }
+    n
+}
+
+fn value_of(t: &RoutingTable<Value>, key: &str) -> String {
+    t.groups
+        .get(key)
+        .map(|g| format!("{:?}", g.selection))
+        .unwrap_or_default()
+}
+
+/// Waits up to `secs` seconds (polling every 100 ms) for `f`.
+async fn wait_secs<F: std::future::Future<Output = bool>>(
+    what: &str,
+    secs: u64,
+    mut f: impl FnMut() -> F,
+) {
+    for _ in 0..secs * 10 {
+        if f().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("timed out after {secs} s waiting for {what}");
+}
+
+// SEM-P4: the repro of a new leader's table being ignored. The leader has published
+// generation 2 or more while the follower's own count is at 1; the leader dies, a group is
+// edited, the follower takes over: its table carries a higher generation than any before,
+// and the group's status names the generation that serves the edit.
+#[tokio::test]
+async fn live_a_new_leader_continues_the_generation() {
+    let Some(client) = client().await else { return };
+    let ns = setup(&client, "gen").await;
+    let rgs: Api<RecordGroup> = Api::namespaced(client.clone(), &ns);
+    let extra = fillers(&rgs).await;
+    let key = format!("{ns}/api");
+    let a = replica(&client, &ns, true);
+    for ip in ["192.0.2.1", "192.0.2.2"] {
+        rgs.patch(
+            "api",
+            &apply(),
+            &Patch::Apply(simple_group("api", "api.live.example.", ip)),
+        )
+        .await
+        .expect("RecordGroup");
+        wait_secs(
+            "the leader to publish the edit",
+            30 + extra as u64 / 100,
+            || async {
+                published(&client, &ns)
+                    .await
+                    .is_some_and(|t| value_of(&t, &key).contains(ip))
+            },
+        )
+        .await;
+    }
+    let before = published(&client, &ns).await.expect("published").generation;
+    assert!(before >= 2, "generation {before}");
+    let b = replica(&client, &ns, false);
+    tokio::time::sleep(Duration::from_secs(2)).await; // b lists and compiles as a follower
+    a.kill();
+    rgs.patch(
+        "api",
+        &apply(),
+        &Patch::Apply(simple_group("api", "api.live.example.", "192.0.2.3")),
+    )
+    .await
+    .expect("RecordGroup");
+    b.leader.send(true).expect("leader");
+    wait_secs("the new leader's table", 30, || async {
+        published(&client, &ns)
+            .await
+            .is_some_and(|t| value_of(&t, &key).contains("192.0.2.3"))
+    })
+    .await;
+    let after = published(&client, &ns).await.expect("published").generation;
+    assert!(after > before, "generation {after} after {before}");
+    wait_secs(
+        "api's status to name the generation serving it",
+        30,
+        || async {
+            rgs.get_status("api")
+                .await
+                .ok()
+                .and_then(|g| g.status)
+                .is_some_and(|s| s.served && s.served_generation == Some(after))
+        },
+    )
+    .await;
+    b.kill();
+    let _ = Api::<Namespace>::all(client)
+        .delete(&ns, &DeleteParams::default())
+        .await;
+}
+
+// SEM-P6 SEM-S8: the repro of a rejected group's last good version lost on failover. A served
+// group is renamed outside every zone (its last good version keeps serving); the leader dies
+// and a fresh replica takes over: the old name still answers, and the status still says so.
+#[tokio::test]
+async fn live_the_last_good_version_survives_a_failover() {
+    let Some(client) = client().await else { return };
+    let ns = setup(&client, "lastgood").await;
+    let rgs: Api<RecordGroup> = Api::namespaced(client.clone(), &ns);
+    let extra = fillers(&rgs).await;
+    let key = format!("{ns}/api");
+    let a = replica(&client, &ns, true);
+    rgs.patch(
+        "api",
+        &apply(),
+        &Patch::Apply(simple_group("api", "api.live.example.", "192.0.2.1")),
+    )
+    .await
+    .expect("RecordGroup");
+    wait_secs("api published", 30 + extra as u64 / 100, || async {
+        published(&client, &ns)
+            .await
+            .is_some_and(|t| value_of(&t, &key).contains("192.0.2.1"))
+    })
+    .await;
+    rgs.patch(
+        "api",
+        &apply(),
+        &Patch::Apply(simple_group("api", "api.outside.example.", "192.0.2.9")),
+    )
+    .await
+    .expect("RecordGroup");
+    let last_good = || async {
+        rgs.get_status("api")
+            .await
+            .ok()
+            .and_then(|g| g.status)
+            .is_some_and(|s| {
+                s.served
+                    && s.conditions.iter().any(|c| {
+                        c.type_ == "Ready"
+                            && c.status == "True"
+                            && c.message.contains("last good version")
+                    })
+            })
+    };
+    wait_secs("api to serve its last good version", 30, last_good).await;
+    a.kill();
+    let b = replica(&client, &ns, true);
+    // Something for the new leader to publish, so that it surely has.
+    rgs.patch(
+        "web",
+        &apply(),
+        &Patch::Apply(simple_group("web", "web.live.example.", "192.0.2.5")),
+    )
+    .await
+    .expect("RecordGroup");
+    let web = format!("{ns}/web");
+    wait_secs(
+        "the new leader's table",
+        30 + extra as u64 / 100,
+        || async {
+            published(&client, &ns)
+                .await
+                .is_some_and(|t| value_of(&t, &web).contains("192.0.2.5"))
+        },
+    )
+    .await;
+    let table = published(&client, &ns).await.expect("published");
+    let api = table.groups.get(key.as_str()).expect("api is still served");
+    assert_eq!(&*api.name, "api.live.example.");
+    assert!(value_of(&table, &key).contains("192.0.2.1"));
+    wait_secs("api's status after the failover", 30, last_good).await;
+    b.kill();
     let _ = Api::<Namespace>::all(client)
         .delete(&ns, &DeleteParams::default())
         .await;

@@ -1,4 +1,4 @@
-//! The simulator reproduces every seed example of SEMANTICS.md from the files in `examples/`.
+//! The simulator reproduces every seed example of docs/semantics.md from the files in `examples/`.
 
 use crate::support::{share, simulate};
 

@@ -1,4 +1,4 @@
-//! Rule-by-rule tests of the compiler, citing SEMANTICS.md ids, plus property tests.
+//! Rule-by-rule tests of the compiler, citing the rule ids of docs/semantics.md, plus property tests.
 
 use std::collections::BTreeMap;
 

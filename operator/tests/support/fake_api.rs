@@ -122,6 +122,10 @@ impl FakeApi {
         self.lock().configmaps.insert(name, object);
     }
 
+    pub fn configmap_names(&self) -> Vec<String> {
+        self.lock().configmaps.keys().cloned().collect()
+    }
+
     pub fn configmap(&self, name: &str) -> Option<Json> {
         self.lock().configmaps.get(name).cloned()
     }

@@ -470,3 +470,79 @@ async fn only_the_leader_writes_and_a_term_starts_with_a_read_back() {
     assert!(log[0].path.contains("configmaps"), "{}", log[0].path);
     running.stop().await;
 }
+
+fn is_init_done(input: &Input) -> bool {
+    matches!(
+        input,
+        Input::Group(Event::InitDone)
+            | Input::Check(Event::InitDone)
+            | Input::Shift(Event::InitDone)
+            | Input::Slice(Event::InitDone)
+            | Input::Service(Event::InitDone)
+            | Input::Lease(Event::InitDone)
+    )
+}
+
+// SEM-P8: after an outage, every watch lists again within a second of the API server
+// answering (bounded backoff), however long the outage lasted. Virtual time: the check is
+// exact, not a race against the machine's load.
+#[tokio::test(start_paused = true)]
+async fn watches_resume_within_a_second_of_the_api_server_returning() {
+    use futures::StreamExt;
+    use http::{Request, Response};
+    use kube::client::Body;
+    use tokio::time::Instant;
+
+    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let client = kube::Client::new(service, "healthroute");
+    let outage = Duration::from_secs(77);
+    let back_at = Instant::now() + outage;
+    let firsts = Arc::new(std::sync::Mutex::new(std::collections::BTreeMap::<
+        String,
+        Duration,
+    >::new()));
+    let seen = firsts.clone();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Some((req, send)) = handle.next_request().await {
+            let path = req.uri().path().to_owned();
+            let watching = req.uri().query().is_some_and(|q| q.contains("watch=true"));
+            if Instant::now() < back_at {
+                let mut r = Response::new(Body::from(
+                    serde_json::to_vec(&json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 503, "reason": "ServiceUnavailable", "message": "apiserver is restarting"}))
+                        .expect("json"),
+                ));
+                *r.status_mut() = http::StatusCode::SERVICE_UNAVAILABLE;
+                send.send_response(r);
+            } else if watching {
+                held.push(send); // a watch that stays open
+            } else {
+                seen.lock()
+                    .expect("lock")
+                    .entry(path)
+                    .or_insert_with(|| Instant::now() - back_at);
+                send.send_response(Response::new(Body::from(
+                    serde_json::to_vec(&json!({"metadata": {"resourceVersion": "1"}, "items": []}))
+                        .expect("json"),
+                )));
+            }
+        }
+    });
+    let mut inputs = controller::inputs(&client, "healthroute");
+    let mut listed = 0;
+    let deadline = Instant::now() + outage + Duration::from_secs(30);
+    while listed < 6 && Instant::now() < deadline {
+        match tokio::time::timeout_at(deadline, inputs.next()).await {
+            Ok(Some(input)) => listed += usize::from(is_init_done(&input)),
+            _ => break,
+        }
+    }
+    let firsts = firsts.lock().expect("lock").clone();
+    assert_eq!(firsts.len(), 6, "every watch listed again: {firsts:?}");
+    for (path, after) in firsts {
+        assert!(
+            after <= Duration::from_secs(1),
+            "{path} listed {after:?} after the API server was back"
+        );
+    }
+}

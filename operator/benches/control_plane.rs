@@ -151,6 +151,8 @@ async fn main() {
     let mut to_shard = Vec::with_capacity(changes);
     let mut to_manifest = Vec::with_capacity(changes);
     let mut backlog_at_end = 0;
+    let compiles_before = cold.metrics.compiles.load(Ordering::Relaxed);
+    let compile_us_before = cold.metrics.compile_micros_sum.load(Ordering::Relaxed);
     let mut applied = Vec::with_capacity(changes);
     for n in 0..changes {
         let i = (n * 7919) % groups;
@@ -177,6 +179,12 @@ async fn main() {
     }
     to_shard.sort();
     to_manifest.sort();
+    let compiles = cold.metrics.compiles.load(Ordering::Relaxed) - compiles_before;
+    let compile_us = cold.metrics.compile_micros_sum.load(Ordering::Relaxed) - compile_us_before;
+    println!(
+        "compile after one change: {:.2} ms on average over {compiles} compiles",
+        compile_us as f64 / compiles.max(1) as f64 / 1e3
+    );
     println!(
         "EndpointSlice change -> first table request: p50 {:.1} ms, p99 {:.1} ms; -> manifest request: p50 {:.1} ms, p99 {:.1} ms ({changes} changes; status backlog {} when the last was measured, {} statuses written)",
         ms(percentile(&to_shard, 50)),

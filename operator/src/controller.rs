@@ -249,6 +249,8 @@ struct Control {
     /// The current leadership term, 0 while not the leader; `terms` counts them.
     term: u64,
     terms: u64,
+    /// What the term's publisher read back, until the watches have listed everything.
+    read_back: Option<ReadBack>,
     /// The term's read-back has been taken in: tables may be sent.
     seeded: bool,
     /// What the resolvers can assemble: the last table published (or read back).
@@ -279,6 +281,7 @@ impl Control {
             requests,
             term: 0,
             terms: 0,
+            read_back: None,
             seeded: false,
             published: Arc::default(),
             publish_error: None,
@@ -306,6 +309,7 @@ impl Control {
     /// A new term begins with a read-back; a term that ends drops every unsent status.
     fn set_leader(&mut self, is_leader: bool) {
         self.metrics.leader.store(is_leader, Ordering::Relaxed);
+        self.read_back = None;
         self.seeded = false;
         self.published = Arc::default();
         self.publish_error = None;
@@ -331,7 +335,9 @@ impl Control {
     fn take_feedback(&mut self, feedback: PublishFeedback) -> bool {
         match feedback {
             PublishFeedback::ReadBack { term, found } if term == self.term => {
-                self.take_read_back(found);
+                // Taken in by the next compile once every watch has listed: a group listed
+                // later would miss its last good version.
+                self.read_back = Some(found);
                 true
             }
             PublishFeedback::Published {
@@ -402,6 +408,9 @@ impl Control {
     fn compile(&mut self) {
         if !self.index.synced() {
             return; // never publish a table built from a partial list
+        }
+        if let Some(found) = self.read_back.take() {
+            self.take_read_back(found);
         }
         self.metrics.synced.store(true, Ordering::Relaxed);
         let started = std::time::Instant::now();
@@ -486,6 +495,10 @@ impl Control {
                     continue;
                 }
             };
+            if !self.index.groups.contains_key(&key) {
+                self.sent.remove(&("RecordGroup", key));
+                continue;
+            }
             let old = self.sent_status(&key);
             if let Some(update) = group_update(&self.index, &key, publication, old, now) {
                 let watched =
@@ -505,6 +518,7 @@ impl Control {
 
     fn check_status(&mut self, key: &ObjectKey, now: Timestamp) {
         let Some(c) = self.index.checks.get(key) else {
+            self.sent.remove(&("HealthCheck", key.clone()));
             return;
         };
         let Some(health) = self.index.compiler.check_health(key) else {

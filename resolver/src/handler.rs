@@ -1,9 +1,10 @@
-//! The DNS request handler: reads the current [`ServingTable`] snapshot and answers, or
-//! forwards what lies outside the served zones (SEMANTICS D1–D7).
+//! The DNS request handler: reads the current [`ServingTable`] snapshot and answers with the
+//! same lookup as the UDP fast path, or forwards what lies outside the served zones
+//! (SEMANTICS D1–D8).
 //!
-//! hickory's `Server` owns the sockets, parses requests (answering FORMERR to what does not
-//! parse) and encodes responses, truncating with TC over UDP to the client's buffer size (D4).
-//! This handler never blocks on a writer: the table is an `ArcSwap` snapshot.
+//! hickory's `Server` owns the TCP listener, parses requests (answering FORMERR to what does
+//! not parse) and encodes responses; this handler turns the lookup's wire RRs into hickory
+//! records. It never blocks on a writer: the table is an `ArcSwap` snapshot.
 
 use std::cell::RefCell;
 use std::net::SocketAddr;
@@ -14,13 +15,14 @@ use arc_swap::ArcSwapOption;
 use hickory_server::net::runtime::Time;
 use hickory_server::net::xfer::Protocol;
 use hickory_server::proto::op::{Edns, Message, MessageType, Metadata, OpCode, ResponseCode};
-use hickory_server::proto::rr::{DNSClass, Record, RecordType};
+use hickory_server::proto::rr::{DNSClass, Name, Record, RecordType};
+use hickory_server::proto::serialize::binary::{BinDecodable, BinDecoder};
 use hickory_server::server::{Request, RequestHandler, ResponseHandler, ResponseInfo};
 use hickory_server::zone_handler::MessageResponseBuilder;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::metrics::Metrics;
-use crate::serving::{Outcome, ServingTable};
+use crate::metrics::{Metrics, Tally};
+use crate::serving::{ApexRecords, Outcome, ServingTable, wire_name};
 
 /// The largest UDP payload we advertise and honour (the DNS Flag Day 2020 value).
 pub const MAX_UDP_PAYLOAD: u16 = 1232;
@@ -103,7 +105,8 @@ impl RequestHandler for DnsHandler {
                 .record_query(None, qtype, ResponseCode::ServFail, start.elapsed());
             return info;
         };
-        let zone = table.zone_index(query.name());
+        let qname = wire_name(&query.name().to_string());
+        let zone = table.zone_of(&qname);
         if zone.is_some() && !matches!(query.query_class(), DNSClass::IN | DNSClass::ANY) {
             let info = send(
                 &mut response,
@@ -115,23 +118,13 @@ impl RequestHandler for DnsHandler {
                 .record_query(zone, qtype, ResponseCode::Refused, start.elapsed());
             return info;
         }
-        let outcome = RNG.with(|rng| table.lookup(query.name(), qtype, &mut rng.borrow_mut()));
+        let mut tally = Tally::default();
+        let outcome = RNG
+            .with(|rng| table.lookup(&qname, u16::from(qtype), &mut rng.borrow_mut(), &mut tally));
+        drop(tally);
         metadata.authoritative = zone.is_some();
         let none: [&Record; 0] = [];
         let info = match outcome {
-            Outcome::Answer(records) => {
-                let msg = builder.build(metadata, records.iter(), none, none, none);
-                send(&mut response, msg).await
-            }
-            Outcome::NoData(soa) => {
-                let msg = builder.build(metadata, none, none, std::iter::once(soa), none);
-                send(&mut response, msg).await
-            }
-            Outcome::NxDomain(soa) => {
-                metadata.response_code = ResponseCode::NXDomain;
-                let msg = builder.build(metadata, none, none, std::iter::once(soa), none);
-                send(&mut response, msg).await
-            }
             Outcome::NotServed => match &self.shared.upstream {
                 None => {
                     send(
@@ -178,12 +171,76 @@ impl RequestHandler for DnsHandler {
                     }
                 }
             },
+            served => {
+                let owner = query.original().name().clone();
+                let (answers, authority) = records(&table, &served, &owner);
+                metadata.response_code = ResponseCode::from(0, served.rcode());
+                let msg = builder.build(metadata, answers.iter(), none, authority.iter(), none);
+                send(&mut response, msg).await
+            }
         };
         self.shared
             .metrics
             .record_query(zone, qtype, info.response_code, start.elapsed());
         info
     }
+}
+
+/// The answer and authority records of `outcome`, from the table's wire RRs: the first step
+/// owned by the question name as asked, each later one by the CNAME target before it (D8),
+/// the SOA by its zone's apex.
+pub fn records(
+    table: &ServingTable,
+    outcome: &Outcome<'_>,
+    question: &Name,
+) -> (Vec<Record>, Vec<Record>) {
+    let mut answers = Vec::new();
+    let mut owner = question.clone();
+    match outcome {
+        Outcome::Answer { chain, .. } => {
+            for step in chain.iter() {
+                step.values
+                    .for_each(|rr| answers.extend(decode_rr(&owner, rr)));
+                if let Some(next) = step.cname_target().and_then(decode_name) {
+                    owner = next;
+                }
+            }
+        }
+        Outcome::Apex { zone, records } => {
+            let z = &table.zones()[*zone];
+            match records {
+                ApexRecords::Soa => answers.extend(decode_rr(&owner, &z.soa)),
+                ApexRecords::Ns => {
+                    answers.extend(z.ns.iter().filter_map(|rr| decode_rr(&owner, rr)))
+                }
+                ApexRecords::Any => answers.extend(decode_rr(&owner, &z.any)),
+            }
+        }
+        Outcome::NoData { .. } | Outcome::NxDomain { .. } | Outcome::NotServed => {}
+    }
+    let authority = outcome
+        .authority_zone()
+        .and_then(|z| {
+            let zone = &table.zones()[z];
+            decode_rr(&decode_name(&zone.apex)?, &zone.soa)
+        })
+        .into_iter()
+        .collect();
+    (answers, authority)
+}
+
+/// One wire RR (no owner) as a hickory record owned by `owner`.
+fn decode_rr(owner: &Name, rr: &[u8]) -> Option<Record> {
+    let mut buf = Vec::with_capacity(rr.len() + 1);
+    buf.push(0); // the root as a stand-in owner
+    buf.extend_from_slice(rr);
+    let mut record = Record::read(&mut BinDecoder::new(&buf)).ok()?;
+    record.name = owner.clone();
+    Some(record)
+}
+
+fn decode_name(wire: &[u8]) -> Option<Name> {
+    Name::read(&mut BinDecoder::new(wire)).ok()
 }
 
 async fn send<'a, R: ResponseHandler>(

@@ -2,11 +2,15 @@
 //! format by the admin server.
 //!
 //! Queries are counted in a fixed array indexed by (zone, type, rcode); the zones are known at
-//! start. Answers per record group and set identifier live in the serving table (and are
-//! carried over when a new table replaces it).
+//! start. Answers per record group and set identifier are counted in [`AnswerCounters`]: a
+//! counter is created when its record first appears in a table and kept while the process
+//! lives, so it only goes up (M1); each serving table holds references to its groups'
+//! counters, so a query counts without a lock.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hickory_proto::op::ResponseCode;
@@ -64,7 +68,76 @@ impl Drop for Tally<'_> {
     }
 }
 
+/// Every answer counter this process has had, by (record group, set identifier), and every
+/// group's last-resort counter. Only table builds and the exporter lock it.
+/// (record group, set identifier).
+type RecordKey = (Arc<str>, Arc<str>);
+
+#[derive(Default)]
+pub struct AnswerCounters {
+    records: Mutex<BTreeMap<RecordKey, Arc<AtomicU64>>>,
+    last_resort: Mutex<BTreeMap<Arc<str>, Arc<AtomicU64>>>,
+}
+
+impl AnswerCounters {
+    /// The counter of answers from `set_identifier` of `group`, created at zero the first time.
+    pub fn record(&self, group: &Arc<str>, set_identifier: &Arc<str>) -> Arc<AtomicU64> {
+        let mut map = self.records.lock().unwrap_or_else(|p| p.into_inner());
+        map.entry((group.clone(), set_identifier.clone()))
+            .or_default()
+            .clone()
+    }
+
+    /// The counter of last-resort answers of `group` (S6).
+    pub fn last_resort(&self, group: &Arc<str>) -> Arc<AtomicU64> {
+        let mut map = self.last_resort.lock().unwrap_or_else(|p| p.into_inner());
+        map.entry(group.clone()).or_default().clone()
+    }
+
+    /// The count of one record (tests and the simulator).
+    pub fn get(&self, group: &str, set_identifier: &str) -> u64 {
+        let map = self.records.lock().unwrap_or_else(|p| p.into_inner());
+        map.iter()
+            .find(|((g, s), _)| &**g == group && &**s == set_identifier)
+            .map_or(0, |(_, n)| n.load(Ordering::Relaxed))
+    }
+
+    fn render(&self, out: &mut String) {
+        out.push_str("# HELP healthroute_answers_total Answers, by record group and set identifier (M1).\n# TYPE healthroute_answers_total counter\n");
+        for ((group, id), n) in self
+            .records
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            let _ = writeln!(
+                out,
+                "healthroute_answers_total{{record_group=\"{}\",set_identifier=\"{}\"}} {}",
+                escape(group),
+                escape(id),
+                n.load(Ordering::Relaxed)
+            );
+        }
+        out.push_str("# HELP healthroute_last_resort_answers_total Answers given while no record of the group was healthy (S6).\n# TYPE healthroute_last_resort_answers_total counter\n");
+        for (group, n) in self
+            .last_resort
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            let _ = writeln!(
+                out,
+                "healthroute_last_resort_answers_total{{record_group=\"{}\"}} {}",
+                escape(group),
+                n.load(Ordering::Relaxed)
+            );
+        }
+    }
+}
+
 pub struct Metrics {
+    /// Every answer counter, kept across tables.
+    pub answers: AnswerCounters,
     /// Zone names; index `zones.len()` is "none" (outside every zone).
     zones: Vec<String>,
     queries: Vec<AtomicU64>,
@@ -81,6 +154,7 @@ impl Metrics {
     pub fn new(zones: Vec<String>) -> Self {
         let slots = (zones.len() + 1) * TYPES.len() * RCODES.len();
         Metrics {
+            answers: AnswerCounters::default(),
             zones,
             queries: (0..slots).map(|_| AtomicU64::new(0)).collect(),
             latency: Default::default(),
@@ -238,37 +312,17 @@ impl Metrics {
                 "# HELP healthroute_table_age_seconds Seconds since the table being served was loaded.\n# TYPE healthroute_table_age_seconds gauge\nhealthroute_table_age_seconds {}",
                 age as f64 / 1000.0
             );
-            out.push_str("# HELP healthroute_answers_total Answers, by record group and set identifier.\n# TYPE healthroute_answers_total counter\n");
-            for g in table.groups() {
-                for (id, n) in &g.counters.by_set_identifier {
-                    let _ = writeln!(
-                        out,
-                        "healthroute_answers_total{{record_group=\"{}\",set_identifier=\"{}\"}} {}",
-                        g.compiled.key,
-                        escape(id),
-                        n.load(Ordering::Relaxed)
-                    );
-                }
-            }
-            out.push_str("# HELP healthroute_last_resort_answers_total Answers given while no record of the group was healthy (S6).\n# TYPE healthroute_last_resort_answers_total counter\n");
-            for g in table.groups() {
-                let _ = writeln!(
-                    out,
-                    "healthroute_last_resort_answers_total{{record_group=\"{}\"}} {}",
-                    g.compiled.key,
-                    g.counters.last_resort.load(Ordering::Relaxed)
-                );
-            }
             out.push_str("# HELP healthroute_last_resort Whether a group is answering by last resort now.\n# TYPE healthroute_last_resort gauge\n");
             for g in table.groups() {
                 let _ = writeln!(
                     out,
                     "healthroute_last_resort{{record_group=\"{}\"}} {}",
-                    g.compiled.key,
-                    u8::from(g.compiled.last_resort)
+                    escape(&g.wire.key),
+                    u8::from(g.wire.last_resort)
                 );
             }
         }
+        self.answers.render(&mut out);
         out
     }
 }

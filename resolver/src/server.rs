@@ -119,7 +119,7 @@ pub async fn start(
     {
         match read_table_file(path) {
             Ok(Some(table)) => {
-                let serving = ServingTable::build(&table, &config.zones, None)?;
+                let serving = ServingTable::build(&table, &config.zones, &shared.metrics.answers)?;
                 shared.store(serving);
                 tracing::info!(path = %path.display(), generation = table.generation, "serving the last table from disk");
             }
@@ -188,7 +188,7 @@ pub async fn start(
                 let current = tables.borrow_and_update().clone();
                 if let Some(table) = current {
                     let previous = shared.table.load_full();
-                    match ServingTable::build(&table, &zones, previous.as_deref()) {
+                    match ServingTable::build(&table, &zones, &shared.metrics.answers) {
                         Ok(serving) => {
                             shared.store(serving);
                             // The old table is gone once the last query on it ends; what its

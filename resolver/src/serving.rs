@@ -1,29 +1,46 @@
-//! The serving form of a routing table: everything a query needs, built once per table.
+//! The serving form of a routing table, and the one lookup every answer comes from.
 //!
 //! ```text
 //!   RoutingTable<Value> ──build──▶ ServingTable
-//!                                   ├─ zones: apex, SOA and NS records (D1)
-//!                                   ├─ names: name ─▶ [(type, group)], plus empty non-terminals (D2)
-//!                                   └─ groups: CompiledGroup<Record> (answers pre-built as records,
-//!                                      alias targets copied under the alias's own name, R4)
-//!   query ──▶ ServingTable::lookup ──▶ Outcome (borrowed records; no allocation but ANY)
+//!                                   ├─ zones: apex, SOA, NS, RFC 8482 answer (D1, D6), in wire form
+//!                                   ├─ names: lower-case wire name ─▶ [(type, group)], plus empty
+//!                                   │         non-terminals (D2); the only copy of each name
+//!                                   └─ groups: the compiled selection over wire-form RRs
+//!   (question name, type) ──lookup──▶ Outcome: the chain of picks (D8), or NODATA / NXDOMAIN /
+//!                                     apex records / not served; each pick counted once (M1)
+//!        ├─ fastpath: writes the reply from the wire RRs (UDP, truncating to whole records)
+//!        ├─ handler:  decodes the same RRs into hickory records (TCP, the rest of UDP)
+//!        └─ simulate: draws answers from it
 //! ```
 //!
-//! A new table replaces the old one atomically (`ArcSwap` in the handler); a query only
-//! reads. Per-record answer counters live here too and are carried over to the next table.
+//! A wire RR here is an RR without its owner: TYPE, CLASS, TTL, RDLENGTH and RDATA, with no
+//! compression inside (a CNAME's target is written in full, so later RRs of a chain can point
+//! at it). The owner is written per reply: the question name for the first step of a chain,
+//! the CNAME target of the step before for the others. A new table replaces the old one
+//! atomically (`ArcSwap` in the handler); a query only reads.
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 
 use healthroute_table::{
-    CompiledGroup, RecordType as TableType, ResolvedValues, RoutingTable, Sample, Selection,
-    Target, Value, resolve_with,
+    CompiledGroup, RecordType as TableType, ResolvedValues, RoutingTable, Selection, Target, Value,
+    resolve_with,
 };
-use hickory_proto::rr::rdata::{A, AAAA, CNAME, HINFO, NS, SOA, TXT};
-use hickory_proto::rr::{LowerName, Name, RData, Record, RecordType};
 
-use crate::metrics::Tally;
+use crate::metrics::{AnswerCounters, Tally};
+
+pub const TYPE_A: u16 = 1;
+pub const TYPE_NS: u16 = 2;
+pub const TYPE_CNAME: u16 = 5;
+pub const TYPE_SOA: u16 = 6;
+pub const TYPE_HINFO: u16 = 13;
+pub const TYPE_TXT: u16 = 16;
+pub const TYPE_AAAA: u16 = 28;
+pub const TYPE_ANY: u16 = 255;
+
+/// The longest CNAME chain followed inside the served zones (D8).
+pub const MAX_CHAIN: usize = 8;
 
 /// One served zone: its apex and the records only the apex has.
 #[derive(Debug, Clone)]
@@ -36,21 +53,25 @@ pub struct ZoneConfig {
     pub default_ttl: u32,
 }
 
-struct ServedZone {
-    apex: LowerName,
-    soa: Record,
-    ns: Vec<Record>,
-    /// Lower-case wire form of the apex, and the SOA RR after its owner name.
-    apex_wire: Box<[u8]>,
-    soa_tail: SoaTail,
+/// A served zone in wire form.
+pub struct ServedZone {
+    /// Lower-case wire form of the apex.
+    pub apex: Box<[u8]>,
+    /// The SOA RR (no owner), its RDATA names written in full.
+    pub soa: Box<[u8]>,
+    /// The same SOA with its RDATA names that end in the apex compressed (for replies).
+    pub soa_compressed: SoaTail,
+    /// The NS RRs (no owner).
+    pub ns: Box<[Box<[u8]>]>,
+    /// The RFC 8482 answer to ANY: an HINFO RR (no owner).
+    pub any: Box<[u8]>,
 }
 
-/// The zone's SOA record after its owner name, pre-encoded for the fast path. Names in its
-/// RDATA that end in the apex are compressed to a pointer at the apex, which every negative
-/// answer has as the tail of its question name; [`SoaTail::apex_pointers`] says where those
-/// pointers go, and the fast path writes them per reply (the question's length varies).
-/// Uncompressed, the SOA made NODATA and NXDOMAIN answers about 20 bytes longer than other
-/// servers'.
+/// The zone's SOA RR after its owner name, for replies. Names in its RDATA that end in the
+/// apex are compressed to a pointer at the apex, which every negative answer has as the tail
+/// of a name it already holds; [`SoaTail::apex_pointers`] says where those pointers go, and the
+/// writer fills them in per reply. Uncompressed, the SOA made NODATA and NXDOMAIN answers about
+/// 20 bytes longer than other servers'.
 #[derive(Debug)]
 pub struct SoaTail {
     /// TYPE, CLASS, TTL, RDLENGTH and RDATA, with zeros where the pointers go.
@@ -59,66 +80,162 @@ pub struct SoaTail {
     pub apex_pointers: Box<[usize]>,
 }
 
-/// What a group answered, for metrics: per set identifier, and last-resort answers.
-#[derive(Debug, Default)]
+/// The counters one group's answers add to (M1): shared with [`AnswerCounters`], which keeps
+/// them while the process lives, so they only go up across tables and health changes.
 pub struct GroupCounters {
-    pub by_set_identifier: Vec<(Arc<str>, AtomicU64)>,
-    pub last_resort: AtomicU64,
+    /// By the index of the set identifier in the group's selection (answers, or MultiValue
+    /// records).
+    pub by_record: Box<[Arc<AtomicU64>]>,
+    pub last_resort: Arc<AtomicU64>,
 }
 
 /// One group, ready to answer.
 pub struct ServingGroup {
-    pub compiled: CompiledGroup<Record>,
-    /// The same answers as wire-format RRs whose owner is a pointer to the question (0xC00C),
-    /// for the UDP fast path; alias targets are found through `ServingTable::by_key`.
-    wire: CompiledGroup<Box<[u8]>>,
-    /// Alias targets reachable from this group, renamed to this group's name.
-    aliases: HashMap<Arc<str>, CompiledGroup<Record>>,
+    /// Its answers as wire RRs (no owner); `name` is the only text copy of its name.
+    pub wire: CompiledGroup<Box<[u8]>>,
     pub counters: GroupCounters,
+    /// The set identifiers of `wire`'s selection, in `counters.by_record` order.
+    set_identifiers: Box<[Arc<str>]>,
 }
 
 #[derive(Default)]
 struct NameEntry {
     /// Record types served at this name, and their group. Empty for an empty non-terminal.
-    types: Vec<(RecordType, usize)>,
+    types: Vec<(u16, u32)>,
 }
 
-/// The answer to one query, borrowing from the table.
+/// One step of an answer: the RRs one group picked, owned by the question name (the first
+/// step) or by the CNAME target of the step before.
+pub struct Step<'a> {
+    pub group: &'a ServingGroup,
+    pub values: ResolvedValues<'a, Box<[u8]>>,
+}
+
+impl<'a> Step<'a> {
+    /// The CNAME target this step points to (lower-case wire form), if it is a CNAME.
+    pub fn cname_target(&self) -> Option<&'a [u8]> {
+        if self.group.wire.record_type != TableType::Cname {
+            return None;
+        }
+        let mut first = None;
+        self.values.for_each(|rr| {
+            first.get_or_insert(rr);
+        });
+        first.and_then(|rr| rr.get(10..))
+    }
+}
+
+/// How a chain of CNAMEs ended (D8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChainEnd {
+    /// The last step answers the question.
+    Answered,
+    /// The last CNAME points outside the served zones: the client follows it.
+    OutOfZone,
+    /// The last CNAME points to a served name without the type (NOERROR, SOA of `zone`).
+    NoData { zone: usize },
+    /// The last CNAME points to a name that does not exist (NXDOMAIN, SOA of `zone`).
+    NxDomain { zone: usize },
+    /// The chain loops, or is longer than [`MAX_CHAIN`]: answered as far as it went.
+    Cut,
+}
+
+/// The steps of an answer, at most [`MAX_CHAIN`], without allocating.
+pub struct Chain<'a> {
+    steps: [Option<Step<'a>>; MAX_CHAIN],
+    len: usize,
+}
+
+impl<'a> Chain<'a> {
+    fn new() -> Self {
+        Chain {
+            steps: Default::default(),
+            len: 0,
+        }
+    }
+    fn push(&mut self, step: Step<'a>) {
+        if self.len < MAX_CHAIN {
+            self.steps[self.len] = Some(step);
+            self.len += 1;
+        }
+    }
+    pub fn iter(&self) -> impl Iterator<Item = &Step<'a>> {
+        self.steps[..self.len].iter().flatten()
+    }
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    fn contains(&self, group: &ServingGroup) -> bool {
+        self.iter().any(|s| std::ptr::eq(s.group, group))
+    }
+}
+
+/// The apex's own records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApexRecords {
+    Soa,
+    Ns,
+    /// The RFC 8482 answer to ANY (D6).
+    Any,
+}
+
+/// The answer to one question, borrowing from the table. It lives on the stack for one query:
+/// a large `Answer` (the chain, up to eight picks) costs no allocation, which boxing would.
+#[allow(clippy::large_enum_variant)]
 pub enum Outcome<'a> {
-    /// NOERROR with these answer records (AA set).
-    Answer(AnswerRecords<'a>),
+    /// NOERROR (or NXDOMAIN at the end of a chain) with the chain's records (AA set).
+    Answer {
+        zone: usize,
+        chain: Chain<'a>,
+        end: ChainEnd,
+    },
+    /// NOERROR with the apex's SOA, NS, or the RFC 8482 record.
+    Apex { zone: usize, records: ApexRecords },
     /// NOERROR, no answer, SOA in authority (D2).
-    NoData(&'a Record),
+    NoData { zone: usize },
     /// NXDOMAIN, SOA in authority (D2).
-    NxDomain(&'a Record),
+    NxDomain { zone: usize },
     /// Not in any served zone (D5): forward, or REFUSED.
     NotServed,
 }
 
-/// Records of an answer section.
-pub enum AnswerRecords<'a> {
-    Slice(&'a [Record]),
-    Sample(Sample<'a, Record>),
-    Owned(Vec<Record>),
-}
+impl Outcome<'_> {
+    /// The response code: NXDOMAIN for a missing name, also at the end of a chain (RFC 6604).
+    pub fn rcode(&self) -> u8 {
+        match self {
+            Outcome::NxDomain { .. }
+            | Outcome::Answer {
+                end: ChainEnd::NxDomain { .. },
+                ..
+            } => 3,
+            _ => 0,
+        }
+    }
 
-impl AnswerRecords<'_> {
-    pub fn iter(&self) -> Box<dyn Iterator<Item = &Record> + Send + '_> {
+    /// The served zone whose SOA goes in the authority section, if any (D1, D2).
+    pub fn authority_zone(&self) -> Option<usize> {
         match self {
-            AnswerRecords::Slice(s) => Box::new(s.iter()),
-            AnswerRecords::Sample(s) => Box::new(s.iter()),
-            AnswerRecords::Owned(v) => Box::new(v.iter()),
+            Outcome::NoData { zone } | Outcome::NxDomain { zone } => Some(*zone),
+            Outcome::Answer {
+                end: ChainEnd::NoData { zone } | ChainEnd::NxDomain { zone },
+                ..
+            } => Some(*zone),
+            _ => None,
         }
     }
-    pub fn len(&self) -> usize {
+
+    /// The zone the question is in, for metrics labels.
+    pub fn zone(&self) -> Option<usize> {
         match self {
-            AnswerRecords::Slice(s) => s.len(),
-            AnswerRecords::Sample(s) => s.len(),
-            AnswerRecords::Owned(v) => v.len(),
+            Outcome::Answer { zone, .. }
+            | Outcome::Apex { zone, .. }
+            | Outcome::NoData { zone }
+            | Outcome::NxDomain { zone } => Some(*zone),
+            Outcome::NotServed => None,
         }
-    }
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
@@ -126,154 +243,63 @@ impl AnswerRecords<'_> {
 pub struct ServingTable {
     pub generation: u64,
     zones: Vec<ServedZone>,
-    /// Every served name (lower-case wire form) with its types, plus empty non-terminals;
-    /// read by both paths.
+    /// Every served name (lower-case wire form) with its types, plus empty non-terminals.
     names: HashMap<Box<[u8]>, NameEntry>,
     groups: Vec<ServingGroup>,
-    /// Groups by key, for alias targets on the fast path.
-    by_key: HashMap<Arc<str>, usize>,
-}
-
-/// What the UDP fast path answers, borrowing pre-encoded bytes.
-pub enum FastOutcome<'a> {
-    Answer {
-        zone: usize,
-        records: ResolvedValues<'a, Box<[u8]>>,
-    },
-    NoData {
-        zone: usize,
-        apex_len: usize,
-        soa: &'a SoaTail,
-    },
-    NxDomain {
-        zone: usize,
-        apex_len: usize,
-        soa: &'a SoaTail,
-    },
+    /// Groups by key, for alias targets.
+    by_key: HashMap<Arc<str>, u32>,
 }
 
 impl ServingTable {
-    /// Builds the serving form of `table`. Counters of groups and records that are still
-    /// there are carried over from `previous`, so that metrics stay monotonic.
+    /// Builds the serving form of `table`; its answers count into `counters`' counters.
     pub fn build(
         table: &RoutingTable<Value>,
         zones: &[ZoneConfig],
-        previous: Option<&ServingTable>,
+        counters: &AnswerCounters,
     ) -> Result<ServingTable, String> {
         let serial = (table.generation % u64::from(u32::MAX)) as u32;
         let mut served = Vec::with_capacity(zones.len());
         for z in zones {
-            let apex = parse_name(&z.apex)?;
-            let mname = z
-                .nameservers
-                .first()
-                .cloned()
-                .unwrap_or_else(|| format!("ns.{}", z.apex));
-            let soa = SOA::new(
-                parse_name(&mname)?,
-                parse_name(&format!("hostmaster.{}", z.apex))?,
-                serial,
-                3600,
-                600,
-                86400,
-                z.default_ttl,
-            );
-            let soa_tail = soa_tail(
-                &z.apex,
-                &mname,
-                &format!("hostmaster.{}", z.apex),
-                serial,
-                z.default_ttl,
-            );
-            let ns_names: Vec<String> = if z.nameservers.is_empty() {
-                vec![mname]
-            } else {
-                z.nameservers.clone()
-            };
-            let mut ns = Vec::new();
-            for n in ns_names {
-                ns.push(Record::from_rdata(
-                    apex.clone(),
-                    z.default_ttl,
-                    RData::NS(NS(parse_name(&n)?)),
-                ));
-            }
-            served.push(ServedZone {
-                apex: LowerName::from(&apex),
-                soa: Record::from_rdata(apex.clone(), z.default_ttl, RData::SOA(soa)),
-                ns,
-                apex_wire: wire_name(&z.apex).into(),
-                soa_tail,
-            });
+            served.push(served_zone(z, serial)?);
         }
         // Most specific zone first.
-        served.sort_by_key(|z| std::cmp::Reverse(z.apex.num_labels()));
+        served.sort_by_key(|z| std::cmp::Reverse(z.apex.len()));
 
         let mut groups = Vec::with_capacity(table.groups.len());
-        let mut names: HashMap<Box<[u8]>, NameEntry> = HashMap::new();
-        let mut by_key: HashMap<Arc<str>, usize> = HashMap::new();
-        let old_counters: HashMap<&str, &GroupCounters> = previous
-            .map(|p| {
-                p.groups
-                    .iter()
-                    .map(|g| (&*g.compiled.key, &g.counters))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let mut names: HashMap<Box<[u8]>, NameEntry> = HashMap::with_capacity(table.groups.len());
+        let mut by_key: HashMap<Arc<str>, u32> = HashMap::with_capacity(table.groups.len());
         for group in table.groups.values() {
-            let name = parse_name(&group.name)?;
-            let compiled = encode_group(group, &name);
-            let mut aliases = HashMap::new();
-            let mut pending: Vec<Arc<str>> = alias_targets(&group.selection);
-            while let Some(key) = pending.pop() {
-                if aliases.contains_key(&key) || aliases.len() > 64 {
-                    continue;
-                }
-                let Some(target) = table.groups.get(&key) else {
-                    continue;
-                };
-                pending.extend(alias_targets(&target.selection));
-                aliases.insert(key, encode_group(target, &name));
-            }
-            let counters = GroupCounters {
-                by_set_identifier: set_identifiers(&group.selection)
-                    .into_iter()
-                    .map(|id| {
-                        let before = old_counters
-                            .get(&*group.key)
-                            .and_then(|c| c.by_set_identifier.iter().find(|(k, _)| *k == id))
-                            .map_or(0, |(_, n)| n.load(Ordering::Relaxed));
-                        (id, AtomicU64::new(before))
-                    })
+            let wire = group.map(&mut |v: &Value| encode_wire(v, group.ttl));
+            let set_identifiers: Box<[Arc<str>]> = set_identifiers(&group.selection).into();
+            let group_counters = GroupCounters {
+                by_record: set_identifiers
+                    .iter()
+                    .map(|id| counters.record(&group.key, id))
                     .collect(),
-                last_resort: AtomicU64::new(
-                    old_counters
-                        .get(&*group.key)
-                        .map_or(0, |c| c.last_resort.load(Ordering::Relaxed)),
-                ),
+                last_resort: counters.last_resort(&group.key),
             };
-            let index = groups.len();
-            let lower = LowerName::from(&name);
+            let index = groups.len() as u32;
+            let name = wire_name(&group.name);
+            // Empty non-terminals between the name and its zone exist (NODATA, not NXDOMAIN).
+            if let Some(zone) = served.iter().find(|z| in_zone(&name, &z.apex)) {
+                let mut at = 0;
+                while name.len() - at > zone.apex.len() {
+                    at += usize::from(name[at]) + 1;
+                    if name.len() - at > zone.apex.len() {
+                        names.entry(name[at..].into()).or_default();
+                    }
+                }
+            }
             names
-                .entry(lower_wire(&lower))
+                .entry(name.into())
                 .or_default()
                 .types
-                .push((record_type(group.record_type), index));
-            // Empty non-terminals between the name and its zone exist (NODATA, not NXDOMAIN).
-            let mut parent = lower.base_name();
-            while served.iter().any(|z| z.apex.zone_of(&parent)) && !parent.is_root() {
-                names.entry(lower_wire(&parent)).or_default();
-                if served.iter().any(|z| z.apex == parent) {
-                    break;
-                }
-                parent = parent.base_name();
-            }
+                .push((wire_type(group.record_type), index));
             by_key.insert(group.key.clone(), index);
             groups.push(ServingGroup {
-                wire: group.map(&mut |v: &Value| encode_wire(v, group.ttl)),
-                compiled,
-                aliases,
-                counters,
+                wire,
+                counters: group_counters,
+                set_identifiers,
             });
         }
         Ok(ServingTable {
@@ -285,205 +311,232 @@ impl ServingTable {
         })
     }
 
-    /// The zone a name is in, if any.
-    fn zone_of(&self, name: &LowerName) -> Option<&ServedZone> {
-        self.zones.iter().find(|z| z.apex.zone_of(name))
-    }
-
-    /// Index of the served zone holding `name`, for metrics labels.
-    pub fn zone_index(&self, name: &LowerName) -> Option<usize> {
-        self.zones.iter().position(|z| z.apex.zone_of(name))
-    }
-
-    pub fn zone_names(&self) -> Vec<String> {
-        self.zones.iter().map(|z| z.apex.to_string()).collect()
+    pub fn zones(&self) -> &[ServedZone] {
+        &self.zones
     }
 
     pub fn groups(&self) -> &[ServingGroup] {
         &self.groups
     }
 
-    /// Answers one question (D1, D2, D6; S-rules through the compiled selection).
-    pub fn lookup(
-        &self,
-        name: &LowerName,
-        qtype: RecordType,
-        rng: &mut fastrand::Rng,
-    ) -> Outcome<'_> {
-        let Some(zone) = self.zone_of(name) else {
-            return Outcome::NotServed;
-        };
-        let at_apex = zone.apex == *name;
-        let entry = self.names.get(&lower_wire(name));
-        if at_apex {
-            match qtype {
-                RecordType::SOA => {
-                    return Outcome::Answer(AnswerRecords::Slice(std::slice::from_ref(&zone.soa)));
-                }
-                RecordType::NS => return Outcome::Answer(AnswerRecords::Slice(&zone.ns)),
-                _ => {}
-            }
-        }
-        let Some(entry) = entry else {
-            return if at_apex {
-                if qtype == RecordType::ANY {
-                    return Outcome::Answer(AnswerRecords::Owned(vec![rfc8482(name, zone)]));
-                }
-                Outcome::NoData(&zone.soa)
-            } else {
-                Outcome::NxDomain(&zone.soa)
-            };
-        };
-        if qtype == RecordType::ANY {
-            // RFC 8482: a minimal answer instead of every RRset.
-            return Outcome::Answer(AnswerRecords::Owned(vec![rfc8482(name, zone)]));
-        }
-        let found = entry
-            .types
-            .iter()
-            .find(|(t, _)| *t == qtype)
-            // A CNAME answers every type at its name.
-            .or_else(|| entry.types.iter().find(|(t, _)| *t == RecordType::CNAME));
-        match found {
-            Some(&(_, index)) => self.answer_group(index, rng),
-            None => Outcome::NoData(&zone.soa),
-        }
+    /// The served zone holding `qname` (lower-case wire form), most specific first.
+    pub fn zone_of(&self, qname: &[u8]) -> Option<usize> {
+        self.zones.iter().position(|z| in_zone(qname, &z.apex))
     }
 
-    /// Counts one answer of `group` into `add`.
-    fn count<'a>(
-        group: &'a ServingGroup,
-        set_identifier: &Arc<str>,
-        last_resort: bool,
-        mut add: impl FnMut(&'a AtomicU64),
-    ) {
-        if let Some((_, n)) = group
-            .counters
-            .by_set_identifier
-            .iter()
-            .find(|(k, _)| Arc::ptr_eq(k, set_identifier) || k == set_identifier)
-        {
-            add(n);
-        }
-        if last_resort {
-            add(&group.counters.last_resort);
-        }
-    }
-
-    /// The fast path's lookup: `qname` is the lower-case wire-format question name. `None`
-    /// when the name lies in no served zone (the full path forwards or refuses it). The
-    /// answer is counted in `tally`.
-    pub fn fast_lookup<'a>(
+    /// Answers one question: `qname` in lower-case wire form, `qtype` as on the wire. Each
+    /// group picked is counted into `tally` (M1). D1, D2, D6, D8; the S rules through each
+    /// group's compiled selection.
+    pub fn lookup<'a>(
         &'a self,
         qname: &[u8],
         qtype: u16,
         rng: &mut fastrand::Rng,
         tally: &mut Tally<'a>,
-    ) -> Option<FastOutcome<'a>> {
-        let (zone_index, zone) = self
-            .zones
-            .iter()
-            .enumerate()
-            .find(|(_, z)| in_zone(qname, &z.apex_wire))?;
-        let apex_len = zone.apex_wire.len();
-        let soa = &zone.soa_tail;
-        let Some(entry) = self.names.get(qname) else {
-            return Some(if qname.len() == apex_len {
-                FastOutcome::NoData {
-                    zone: zone_index,
-                    apex_len,
-                    soa,
-                }
-            } else {
-                FastOutcome::NxDomain {
-                    zone: zone_index,
-                    apex_len,
-                    soa,
-                }
-            });
+    ) -> Outcome<'a> {
+        let Some(zone) = self.zone_of(qname) else {
+            return Outcome::NotServed;
         };
-        let want = RecordType::from(qtype);
-        let found = entry
+        let at_apex = qname.len() == self.zones[zone].apex.len();
+        if at_apex {
+            match qtype {
+                TYPE_SOA => {
+                    return Outcome::Apex {
+                        zone,
+                        records: ApexRecords::Soa,
+                    };
+                }
+                TYPE_NS => {
+                    return Outcome::Apex {
+                        zone,
+                        records: ApexRecords::Ns,
+                    };
+                }
+                _ => {}
+            }
+        }
+        let Some(entry) = self.names.get(qname) else {
+            return match (at_apex, qtype) {
+                (true, TYPE_ANY) => Outcome::Apex {
+                    zone,
+                    records: ApexRecords::Any,
+                },
+                (true, _) => Outcome::NoData { zone },
+                (false, _) => Outcome::NxDomain { zone },
+            };
+        };
+        if qtype == TYPE_ANY {
+            // RFC 8482: a minimal answer instead of every RRset.
+            return Outcome::Apex {
+                zone,
+                records: ApexRecords::Any,
+            };
+        }
+        let Some(mut index) = Self::find(entry, qtype) else {
+            return Outcome::NoData { zone };
+        };
+        let mut chain = Chain::new();
+        let end = loop {
+            let group = &self.groups[index as usize];
+            if chain.contains(group) || chain.len() == MAX_CHAIN {
+                break ChainEnd::Cut;
+            }
+            let Some(step) = self.pick(group, rng, tally) else {
+                // A broken alias chain: a table the compiler would not write.
+                break ChainEnd::Cut;
+            };
+            let target = if qtype == TYPE_CNAME {
+                None
+            } else {
+                step.cname_target()
+            };
+            chain.push(step);
+            let Some(target) = target else {
+                break ChainEnd::Answered;
+            };
+            let Some(target_zone) = self.zone_of(target) else {
+                break ChainEnd::OutOfZone;
+            };
+            match self.names.get(target) {
+                None if target.len() == self.zones[target_zone].apex.len() => {
+                    break ChainEnd::NoData { zone: target_zone };
+                }
+                None => break ChainEnd::NxDomain { zone: target_zone },
+                Some(entry) => match Self::find(entry, qtype) {
+                    Some(next) => index = next,
+                    None => break ChainEnd::NoData { zone: target_zone },
+                },
+            }
+        };
+        if chain.is_empty() {
+            return Outcome::NoData { zone };
+        }
+        Outcome::Answer { zone, chain, end }
+    }
+
+    /// The group answering `qtype` at a name: the type itself, else a CNAME (which answers
+    /// every type at its name).
+    fn find(entry: &NameEntry, qtype: u16) -> Option<u32> {
+        entry
             .types
             .iter()
-            .find(|(t, _)| *t == want)
-            .or_else(|| entry.types.iter().find(|(t, _)| *t == RecordType::CNAME));
-        let Some(&(_, index)) = found else {
-            return Some(FastOutcome::NoData {
-                zone: zone_index,
-                apex_len,
-                soa,
-            });
-        };
-        let group = &self.groups[index];
+            .find(|(t, _)| *t == qtype)
+            .or_else(|| entry.types.iter().find(|(t, _)| *t == TYPE_CNAME))
+            .map(|&(_, i)| i)
+    }
+
+    /// One group's pick for one query, counted (M1).
+    fn pick<'a>(
+        &'a self,
+        group: &'a ServingGroup,
+        rng: &mut fastrand::Rng,
+        tally: &mut Tally<'a>,
+    ) -> Option<Step<'a>> {
         let resolved = resolve_with(&group.wire, rng, |key| {
-            self.by_key.get(key).map(|&i| &self.groups[i].wire)
+            self.by_key.get(key).map(|&i| &self.groups[i as usize].wire)
         })?;
-        Self::count(group, resolved.set_identifier, resolved.last_resort, |c| {
-            tally.add(c)
-        });
-        Some(FastOutcome::Answer {
-            zone: zone_index,
-            records: resolved.values,
-        })
-    }
-
-    fn answer_group(&self, index: usize, rng: &mut fastrand::Rng) -> Outcome<'_> {
-        let group = &self.groups[index];
-        let Some(resolved) = resolve_with(&group.compiled, rng, |key| group.aliases.get(key))
-        else {
-            return Outcome::NoData(&self.zones[0].soa);
-        };
-        Self::count(group, resolved.set_identifier, resolved.last_resort, |c| {
-            c.fetch_add(1, Ordering::Relaxed);
-        });
-        Outcome::Answer(match resolved.values {
-            ResolvedValues::Slice(s) => AnswerRecords::Slice(s),
-            ResolvedValues::Sample(s) => AnswerRecords::Sample(s),
-        })
-    }
-}
-
-fn rfc8482(name: &LowerName, zone: &ServedZone) -> Record {
-    let ttl = zone.soa.ttl;
-    Record::from_rdata(
-        Name::from(name.clone()),
-        ttl,
-        RData::HINFO(HINFO::new("RFC8482".into(), String::new())),
-    )
-}
-
-fn parse_name(raw: &str) -> Result<Name, String> {
-    Name::from_ascii(raw).map_err(|e| format!("{raw:?} is not a DNS name: {e}"))
-}
-
-fn record_type(t: TableType) -> RecordType {
-    match t {
-        TableType::A => RecordType::A,
-        TableType::Aaaa => RecordType::AAAA,
-        TableType::Cname => RecordType::CNAME,
-        TableType::Txt => RecordType::TXT,
-    }
-}
-
-/// Builds the answer records of `group` under `owner` (its own name, or an alias's).
-fn encode_group(group: &CompiledGroup<Value>, owner: &Name) -> CompiledGroup<Record> {
-    let ttl = group.ttl;
-    group.map(&mut |v: &Value| {
-        let rdata = match v {
-            Value::A(a) => RData::A(A(*a)),
-            Value::Aaaa(a) => RData::AAAA(AAAA(*a)),
-            // Validated by the compiler; the root name is a harmless stand-in.
-            Value::Cname(n) => {
-                RData::CNAME(CNAME(Name::from_ascii(n).unwrap_or_else(|_| Name::root())))
+        let counters = &group.counters;
+        match (&group.wire.selection, &resolved.values) {
+            // MultiValue: every record with a value in the answer, once.
+            (Selection::MultiValue { owners, .. }, ResolvedValues::Sample(sample))
+                if !owners.is_empty() =>
+            {
+                let mut counted = [u32::MAX; healthroute_table::MULTIVALUE_MAX];
+                for (k, &i) in sample.indices().iter().enumerate() {
+                    let owner = owners.get(i as usize).copied().unwrap_or(0);
+                    if !counted[..k].contains(&owner)
+                        && let Some(c) = counters.by_record.get(owner as usize)
+                    {
+                        tally.add(c);
+                    }
+                    counted[k] = owner;
+                }
             }
-            Value::Txt(t) => RData::TXT(TXT::new(txt_strings(t))),
-        };
-        Record::from_rdata(owner.clone(), ttl, rdata)
+            _ => {
+                let id = resolved.set_identifier;
+                if let Some(i) = group
+                    .set_identifiers
+                    .iter()
+                    .position(|s| Arc::ptr_eq(s, id) || s == id)
+                {
+                    tally.add(&counters.by_record[i]);
+                }
+            }
+        }
+        if resolved.last_resort {
+            tally.add(&counters.last_resort);
+        }
+        Some(Step {
+            group,
+            values: resolved.values,
+        })
+    }
+}
+
+fn served_zone(z: &ZoneConfig, serial: u32) -> Result<ServedZone, String> {
+    let apex = wire_name(&normalize(&z.apex)?);
+    let mname = match z.nameservers.first() {
+        Some(n) => normalize(n)?,
+        None => format!("ns.{}", normalize(&z.apex)?),
+    };
+    let rname = format!("hostmaster.{}", normalize(&z.apex)?);
+    let ns_names: Vec<String> = if z.nameservers.is_empty() {
+        vec![mname.clone()]
+    } else {
+        z.nameservers
+            .iter()
+            .map(|n| normalize(n))
+            .collect::<Result<_, _>>()?
+    };
+    let ttl = z.default_ttl;
+    let mut soa_rdata = Vec::with_capacity(64);
+    soa_rdata.extend(wire_name(&mname));
+    soa_rdata.extend(wire_name(&rname));
+    for v in [serial, 3600, 600, 86400, ttl] {
+        soa_rdata.extend_from_slice(&v.to_be_bytes());
+    }
+    Ok(ServedZone {
+        soa: rr(TYPE_SOA, ttl, &soa_rdata),
+        soa_compressed: soa_tail(&apex, &mname, &rname, serial, ttl),
+        ns: ns_names
+            .iter()
+            .map(|n| rr(TYPE_NS, ttl, &wire_name(n)))
+            .collect(),
+        // HINFO "RFC8482" "".
+        any: rr(TYPE_HINFO, ttl, b"\x07RFC8482\x00"),
+        apex: apex.into(),
     })
 }
 
-fn alias_targets<V>(selection: &Selection<V>) -> Vec<Arc<str>> {
+fn normalize(raw: &str) -> Result<String, String> {
+    healthroute_table::normalize_name(raw)
+}
+
+fn wire_type(t: TableType) -> u16 {
+    match t {
+        TableType::A => TYPE_A,
+        TableType::Aaaa => TYPE_AAAA,
+        TableType::Cname => TYPE_CNAME,
+        TableType::Txt => TYPE_TXT,
+    }
+}
+
+/// The set identifiers answers are counted under, in selection order.
+fn set_identifiers<V>(selection: &Selection<V>) -> Vec<Arc<str>> {
+    match selection {
+        Selection::MultiValue {
+            set_identifiers, ..
+        } => set_identifiers.clone(),
+        s => s
+            .answers()
+            .into_iter()
+            .map(|a| a.set_identifier.clone())
+            .collect(),
+    }
+}
+
+/// Alias targets of a selection (for the simulator's explanation).
+pub fn alias_targets<V>(selection: &Selection<V>) -> Vec<Arc<str>> {
     selection
         .answers()
         .into_iter()
@@ -494,35 +547,8 @@ fn alias_targets<V>(selection: &Selection<V>) -> Vec<Arc<str>> {
         .collect()
 }
 
-fn set_identifiers<V>(selection: &Selection<V>) -> Vec<Arc<str>> {
-    match selection {
-        Selection::MultiValue {
-            set_identifiers, ..
-        } => set_identifiers.iter().take(1).cloned().collect(),
-        s => s
-            .answers()
-            .into_iter()
-            .map(|a| a.set_identifier.clone())
-            .collect(),
-    }
-}
-
-/// Splits a TXT value into character-strings of at most 255 bytes, on character boundaries.
-fn txt_strings(text: &str) -> Vec<String> {
-    let mut out = vec![String::new()];
-    for c in text.chars() {
-        if out.last().is_some_and(|s| s.len() + c.len_utf8() > 255) {
-            out.push(String::new());
-        }
-        if let Some(last) = out.last_mut() {
-            last.push(c);
-        }
-    }
-    out
-}
-
 /// Lower-case wire form of a normalised name (`a.example.com.` → `\x01a\x07example\x03com\x00`).
-fn wire_name(name: &str) -> Vec<u8> {
+pub fn wire_name(name: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(name.len() + 2);
     for label in name.split('.').filter(|l| !l.is_empty()) {
         out.push(label.len() as u8);
@@ -532,13 +558,8 @@ fn wire_name(name: &str) -> Vec<u8> {
     out
 }
 
-/// The lower-case wire form of a name, the key of `ServingTable::names`.
-fn lower_wire(name: &LowerName) -> Box<[u8]> {
-    wire_name(&name.to_string()).into()
-}
-
 /// Whether wire name `qname` is `apex` or below it (on a label boundary).
-fn in_zone(qname: &[u8], apex: &[u8]) -> bool {
+pub fn in_zone(qname: &[u8], apex: &[u8]) -> bool {
     let mut i = 0;
     while i < qname.len() {
         if qname.len() - i == apex.len() {
@@ -552,38 +573,43 @@ fn in_zone(qname: &[u8], apex: &[u8]) -> bool {
     false
 }
 
-/// One answer RR in wire form, its owner a pointer to the question name.
-fn encode_wire(v: &Value, ttl: u32) -> Box<[u8]> {
-    let (rtype, rdata): (u16, Vec<u8>) = match v {
-        Value::A(a) => (1, a.octets().to_vec()),
-        Value::Aaaa(a) => (28, a.octets().to_vec()),
-        Value::Cname(n) => (5, wire_name(n)),
-        Value::Txt(t) => (
-            16,
-            txt_strings(t)
-                .iter()
-                .flat_map(|s| std::iter::once(s.len() as u8).chain(s.bytes()))
-                .collect(),
-        ),
-    };
-    let mut rr = Vec::with_capacity(12 + rdata.len());
-    rr.extend_from_slice(&[0xC0, 0x0C]);
-    rr.extend_from_slice(&rtype.to_be_bytes());
-    rr.extend_from_slice(&1u16.to_be_bytes());
-    rr.extend_from_slice(&ttl.to_be_bytes());
-    rr.extend_from_slice(&(rdata.len() as u16).to_be_bytes());
-    rr.extend_from_slice(&rdata);
-    rr.into()
+/// An RR without its owner.
+fn rr(rtype: u16, ttl: u32, rdata: &[u8]) -> Box<[u8]> {
+    let mut out = Vec::with_capacity(10 + rdata.len());
+    out.extend_from_slice(&rtype.to_be_bytes());
+    out.extend_from_slice(&1u16.to_be_bytes());
+    out.extend_from_slice(&ttl.to_be_bytes());
+    out.extend_from_slice(&(rdata.len() as u16).to_be_bytes());
+    out.extend_from_slice(rdata);
+    out.into()
 }
 
-/// A zone's SOA RR after the owner name: type, class, TTL, and RDATA (as the full path's).
-fn soa_tail(apex: &str, mname: &str, rname: &str, serial: u32, minimum: u32) -> SoaTail {
-    let apex_wire = wire_name(apex);
+/// One answer value as an RR without its owner.
+fn encode_wire(v: &Value, ttl: u32) -> Box<[u8]> {
+    match v {
+        Value::A(a) => rr(TYPE_A, ttl, &a.octets()),
+        Value::Aaaa(a) => rr(TYPE_AAAA, ttl, &a.octets()),
+        Value::Cname(n) => rr(TYPE_CNAME, ttl, &wire_name(n)),
+        Value::Txt(t) => {
+            // Validated by the compiler; a value it would refuse is served as plain text.
+            let strings = healthroute_table::txt::character_strings(t)
+                .unwrap_or_else(|_| vec![t.as_bytes().iter().take(255).copied().collect()]);
+            let rdata: Vec<u8> = strings
+                .iter()
+                .flat_map(|s| std::iter::once(s.len() as u8).chain(s.iter().copied()))
+                .collect();
+            rr(TYPE_TXT, ttl, &rdata)
+        }
+    }
+}
+
+/// A zone's SOA RR after the owner name, its RDATA names compressed against the apex.
+fn soa_tail(apex_wire: &[u8], mname: &str, rname: &str, serial: u32, minimum: u32) -> SoaTail {
     let mut rdata = Vec::with_capacity(64);
     let mut apex_pointers = Vec::new();
     for name in [mname, rname] {
         let wire = wire_name(name);
-        match wire.strip_suffix(&apex_wire[..]) {
+        match wire.strip_suffix(apex_wire) {
             // A suffix on a label boundary: the labels before the apex, then the pointer.
             Some(prefix) if is_label_prefix(prefix) => {
                 rdata.extend_from_slice(prefix);
@@ -596,14 +622,8 @@ fn soa_tail(apex: &str, mname: &str, rname: &str, serial: u32, minimum: u32) -> 
     for v in [serial, 3600, 600, 86400, minimum] {
         rdata.extend_from_slice(&v.to_be_bytes());
     }
-    let mut tail = Vec::with_capacity(10 + rdata.len());
-    tail.extend_from_slice(&6u16.to_be_bytes());
-    tail.extend_from_slice(&1u16.to_be_bytes());
-    tail.extend_from_slice(&minimum.to_be_bytes());
-    tail.extend_from_slice(&(rdata.len() as u16).to_be_bytes());
-    tail.extend_from_slice(&rdata);
     SoaTail {
-        bytes: tail.into(),
+        bytes: rr(TYPE_SOA, minimum, &rdata),
         apex_pointers: apex_pointers.into(),
     }
 }

@@ -18,6 +18,8 @@ use healthroute_table::{RecordType, normalize_name};
 use jiff::Timestamp;
 
 use crate::config::{FileConfig, zones_and_ttl};
+use crate::metrics::{AnswerCounters, Tally};
+use crate::serving::{ChainEnd, Outcome, ServingTable, ZoneConfig, wire_name};
 
 /// The checker name the simulator reports its what-if views as.
 const SIMULATOR: &str = "simulator";
@@ -156,23 +158,37 @@ pub fn run(args: &SimulateArgs) -> Result<String, String> {
         }
     }
 
+    // The resolver's own serving form and lookup: what the simulator prints is what a
+    // resolver answers (D8 chains included).
     let table = compiler.table();
-    let Some(group) = table
-        .groups
-        .values()
-        .find(|g| *g.name == *name && g.record_type == rtype)
-    else {
-        let others: Vec<String> = table
-            .groups
-            .values()
-            .filter(|g| *g.name == *name)
-            .map(|g| g.record_type.to_string())
-            .collect();
-        let exists_below = table
-            .groups
-            .values()
-            .any(|g| g.name.ends_with(&format!(".{name}")));
-        if !others.is_empty() || exists_below {
+    let serving_zones: Vec<ZoneConfig> = zones
+        .names()
+        .iter()
+        .map(|apex| ZoneConfig {
+            apex: apex.to_string(),
+            nameservers: Vec::new(),
+            default_ttl: ttl,
+        })
+        .collect();
+    let counters = AnswerCounters::default();
+    let serving = ServingTable::build(&table, &serving_zones, &counters)?;
+    let qname = wire_name(&name);
+    let qtype = wire_type(rtype);
+    let mut rng = fastrand::Rng::with_seed(args.seed);
+    let first = serving.lookup(&qname, qtype, &mut rng, &mut Tally::default());
+    let chain = match &first {
+        Outcome::Answer { chain, .. } => chain,
+        Outcome::NxDomain { .. } => {
+            let _ = writeln!(out, "{name} {rtype}: NXDOMAIN (zone {zone})");
+            return Ok(out);
+        }
+        _ => {
+            let others: Vec<String> = table
+                .groups
+                .values()
+                .filter(|g| *g.name == *name)
+                .map(|g| g.record_type.to_string())
+                .collect();
             let _ = writeln!(
                 out,
                 "{name} {rtype}: NOERROR, no answer (NODATA; the name has {})",
@@ -182,44 +198,50 @@ pub fn run(args: &SimulateArgs) -> Result<String, String> {
                     others.join(", ")
                 }
             );
-        } else {
-            let _ = writeln!(out, "{name} {rtype}: NXDOMAIN (zone {zone})");
+            return Ok(out);
         }
-        return Ok(out);
     };
-    let key_text = group.key.to_string();
-    let policy = manifests
-        .groups
-        .iter()
-        .find(|(k, _)| k.to_string() == key_text)
-        .map(|(_, g)| format!("{:?}", g.spec.routing_policy))
-        .unwrap_or_default();
+    let mut steps = chain.iter();
+    let Some(head) = steps.next() else {
+        return Err(format!(
+            "the table for {name} is inconsistent (alias chain broken)"
+        ));
+    };
+    let key_text = head.group.wire.key.to_string();
+    let policy = |key: &str| {
+        manifests
+            .groups
+            .iter()
+            .find(|(k, _)| k.to_string() == key)
+            .map(|(_, g)| format!("{:?}", g.spec.routing_policy))
+            .unwrap_or_default()
+    };
     let _ = writeln!(
         out,
-        "{name} {rtype}  (RecordGroup {}, {policy}, TTL {})",
-        group.key, group.ttl
+        "{name} {rtype}  (RecordGroup {}, {}, TTL {})",
+        head.group.wire.key,
+        policy(&key_text),
+        head.group.wire.ttl
     );
+    let mut chained = vec![key_text.clone()];
+    for step in steps {
+        let key = step.group.wire.key.to_string();
+        let _ = writeln!(
+            out,
+            "  then {} {}  (RecordGroup {key}, {}, TTL {}; CNAME followed inside the zones)",
+            step.group.wire.name,
+            step.group.wire.record_type,
+            policy(&key),
+            step.group.wire.ttl
+        );
+        chained.push(key);
+    }
+    let last_resort = head.group.wire.last_resort;
     let mut rng = fastrand::Rng::with_seed(args.seed);
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     let queries = args.queries.max(1);
     for _ in 0..queries {
-        let Some(resolved) = table.resolve(group, &mut rng) else {
-            return Err(format!(
-                "the table for {name} is inconsistent (alias chain broken)"
-            ));
-        };
-        let mut values = Vec::with_capacity(resolved.values.len());
-        resolved.values.for_each(|v| values.push(v));
-        values.sort();
-        let answer = if values.is_empty() {
-            "(no values)".to_owned()
-        } else {
-            values
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(" ")
-        };
+        let answer = describe(&serving.lookup(&qname, qtype, &mut rng, &mut Tally::default()));
         *counts.entry(answer).or_default() += 1;
     }
     let mut by_share: Vec<(String, usize)> = counts.into_iter().collect();
@@ -261,7 +283,7 @@ pub fn run(args: &SimulateArgs) -> Result<String, String> {
     let _ = writeln!(
         out,
         "last resort: {}",
-        if group.last_resort {
+        if last_resort {
             "yes (no record is healthy)"
         } else {
             "no"
@@ -270,9 +292,94 @@ pub fn run(args: &SimulateArgs) -> Result<String, String> {
     shift_lines(&compiler, &manifests, &key_text, now, &mut out);
     if args.explain {
         let _ = writeln!(out, "decision:");
-        explain(&compiler, &manifests, &key_text, &mut out, 0);
+        for key in &chained {
+            explain(&compiler, &manifests, key, &mut out, 0);
+        }
     }
     Ok(out)
+}
+
+/// One answer as the simulator prints it: each step's values (sorted), steps joined by
+/// `→`, and how a chain that does not answer ended.
+fn describe(outcome: &Outcome<'_>) -> String {
+    let Outcome::Answer { chain, end, .. } = outcome else {
+        return "(no answer)".to_owned();
+    };
+    let mut parts = Vec::new();
+    for step in chain.iter() {
+        // Sorted as the wire sorts them (addresses by number).
+        let mut rrs: Vec<&[u8]> = Vec::new();
+        step.values.for_each(|rr| rrs.push(rr));
+        rrs.sort();
+        parts.push(if rrs.is_empty() {
+            "(no values)".to_owned()
+        } else {
+            rrs.iter().map(|rr| show(rr)).collect::<Vec<_>>().join(" ")
+        });
+    }
+    let mut text = parts.join(" → ");
+    match end {
+        ChainEnd::Answered => {}
+        ChainEnd::OutOfZone => text.push_str(" (outside the served zones: the client follows it)"),
+        ChainEnd::NoData { .. } => text.push_str(" → NODATA (the target has no such record)"),
+        ChainEnd::NxDomain { .. } => text.push_str(" → NXDOMAIN (the target does not exist)"),
+        ChainEnd::Cut => text.push_str(" (chain cut: a loop, or over 8 steps)"),
+    }
+    text
+}
+
+/// One wire RR's value in presentation form.
+fn show(rr: &[u8]) -> String {
+    let rtype = u16::from_be_bytes([rr[0], rr[1]]);
+    let rdata = rr.get(10..).unwrap_or_default();
+    match rtype {
+        crate::serving::TYPE_A if rdata.len() == 4 => {
+            std::net::Ipv4Addr::new(rdata[0], rdata[1], rdata[2], rdata[3]).to_string()
+        }
+        crate::serving::TYPE_AAAA if rdata.len() == 16 => {
+            let mut octets = [0u8; 16];
+            octets.copy_from_slice(rdata);
+            std::net::Ipv6Addr::from(octets).to_string()
+        }
+        crate::serving::TYPE_CNAME => {
+            let mut name = String::new();
+            let mut i = 0;
+            while let Some(&len) = rdata.get(i) {
+                if len == 0 {
+                    break;
+                }
+                let label = rdata
+                    .get(i + 1..i + 1 + usize::from(len))
+                    .unwrap_or_default();
+                name.push_str(&String::from_utf8_lossy(label));
+                name.push('.');
+                i += 1 + usize::from(len);
+            }
+            name
+        }
+        _ => {
+            // TXT: each character-string quoted, as a zone file writes it.
+            let mut parts = Vec::new();
+            let mut i = 0;
+            while let Some(&len) = rdata.get(i) {
+                let s = rdata
+                    .get(i + 1..i + 1 + usize::from(len))
+                    .unwrap_or_default();
+                parts.push(format!("{:?}", String::from_utf8_lossy(s)));
+                i += 1 + usize::from(len);
+            }
+            parts.join(" ")
+        }
+    }
+}
+
+fn wire_type(t: RecordType) -> u16 {
+    match t {
+        RecordType::A => crate::serving::TYPE_A,
+        RecordType::Aaaa => crate::serving::TYPE_AAAA,
+        RecordType::Cname => crate::serving::TYPE_CNAME,
+        RecordType::Txt => crate::serving::TYPE_TXT,
+    }
 }
 
 /// Prints every ZonalShift that targets the group: its state and whether it applies.

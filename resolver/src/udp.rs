@@ -184,10 +184,9 @@ impl ResponseHandler for UdpResponder {
         >,
     ) -> Result<ResponseInfo, hickory_server::net::NetError> {
         let id = response.metadata().id;
-        let max = response.edns().map_or(512, |e| e.max_payload().max(512));
+        let max = usize::from(response.edns().map_or(512, |e| e.max_payload().max(512)));
         let mut bytes = Vec::with_capacity(512);
         let mut encoder = BinEncoder::new(&mut bytes);
-        encoder.set_max_size(max);
         let info = match response.destructive_emit(&mut encoder) {
             Ok(info) => info,
             Err(e) => {
@@ -207,10 +206,26 @@ impl ResponseHandler for UdpResponder {
                 ResponseInfo::from(header)
             }
         };
+        if bytes.len() > max {
+            // Too large for the client: the question (and OPT) with TC, no partial records
+            // (D4); the client asks again over TCP.
+            bytes = truncated(&bytes).unwrap_or_default();
+        }
         // A UDP send does not wait for the peer; on a blocking socket it returns at once.
         self.socket
             .send_to(&bytes, self.dst)
             .map_err(|e| hickory_server::net::NetError::from(e.to_string()))?;
         Ok(info)
     }
+}
+
+/// `reply` cut to its header, question and OPT, with TC set and the counts to match.
+fn truncated(reply: &[u8]) -> Option<Vec<u8>> {
+    use hickory_server::proto::op::Message;
+    let mut m = Message::from_vec(reply).ok()?;
+    m.answers.clear();
+    m.authorities.clear();
+    m.additionals.clear();
+    m.metadata.truncation = true;
+    m.to_vec().ok()
 }

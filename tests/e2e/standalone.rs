@@ -243,10 +243,9 @@ impl Backend {
 // SEM-H1 SEM-H2 SEM-H5 SEM-S4 SEM-P1: a HealthCheck against a local HTTP server; when the
 // server stops, the answer moves to the secondary after interval × threshold; when it comes
 // back, so does the primary.
-#[test]
-fn health_check_moves_the_answer() {
-    let backend = Backend::start();
-    let dir = temp_dir("sa-health");
+/// A failover group whose primary's HTTP check probes `backend` every second.
+fn failover_dir(tag: &str, backend: &Backend) -> std::path::PathBuf {
+    let dir = temp_dir(tag);
     std::fs::write(dir.join("healthroute.yaml"), "zones: [example.com]\n").expect("write");
     std::fs::write(
         dir.join("www.yaml"),
@@ -277,6 +276,13 @@ spec:
         ),
     )
     .expect("write");
+    dir
+}
+
+#[test]
+fn health_check_moves_the_answer() {
+    let backend = Backend::start();
+    let dir = failover_dir("sa-health", &backend);
     let r = Resolver::start(&dir, &[]);
     assert_eq!(
         answer(r.dns, "www.example.com.").as_deref(),
@@ -316,4 +322,45 @@ spec:
         answer(r.dns, "www.example.com.").as_deref() == Some("192.0.2.1")
     })
     .expect("fails back");
+}
+
+// SEM-M1: answer counters only go up and follow every answer: asked 50 times, failed over,
+// asked 50 times, failed back, asked 50 more, each record's count is exactly the answers it
+// gave (the waits' queries included), across every table the health changes built.
+#[test]
+fn answer_counters_follow_failover_and_back() {
+    let backend = Backend::start();
+    let dir = failover_dir("sa-counters", &backend);
+    let r = Resolver::start(&dir, &[]);
+    let mut given = std::collections::BTreeMap::<String, u64>::new();
+    let mut ask = |r: &Resolver| {
+        let a = answer(r.dns, "www.example.com.").unwrap_or_default();
+        *given.entry(a.clone()).or_default() += 1;
+        a
+    };
+    for _ in 0..50 {
+        ask(&r);
+    }
+    backend.stop();
+    eventually(Duration::from_secs(10), || ask(&r) == "198.51.100.1").expect("fails over");
+    for _ in 0..50 {
+        ask(&r);
+    }
+    backend.restart();
+    eventually(Duration::from_secs(10), || ask(&r) == "192.0.2.1").expect("fails back");
+    for _ in 0..50 {
+        ask(&r);
+    }
+    let metrics = r.metrics();
+    let count = |id: &str| -> u64 {
+        let line =
+            format!("healthroute_answers_total{{record_group=\"t/www\",set_identifier=\"{id}\"}} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&line)?.parse().ok())
+            .unwrap_or(0)
+    };
+    assert!(given["192.0.2.1"] >= 100, "{given:?}");
+    assert_eq!(count("main"), given["192.0.2.1"], "{metrics}");
+    assert_eq!(count("dr"), given["198.51.100.1"], "{metrics}");
 }

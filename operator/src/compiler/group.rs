@@ -639,6 +639,7 @@ fn select(
         }
         RoutingPolicy::MultiValue => {
             let mut pool: Vec<Value> = Vec::new();
+            let mut owners: Vec<u32> = Vec::new();
             let mut ids = Vec::new();
             for (i, e) in evaluated.iter().enumerate() {
                 let values = if last_resort {
@@ -647,10 +648,12 @@ fn select(
                     &e.healthy_values
                 };
                 if (e.healthy || last_resort) && !values.is_empty() {
+                    let owner = ids.len() as u32;
                     ids.push(spec.records[i].set_identifier.as_str().into());
                     for v in values {
                         if !pool.contains(v) {
                             pool.push(v.clone());
+                            owners.push(owner);
                         }
                     }
                     notes[i] = format!("contributes {} value(s)", values.len());
@@ -664,6 +667,7 @@ fn select(
                 Selection::MultiValue {
                     set_identifiers: ids,
                     pool,
+                    owners,
                 }
             }
         }

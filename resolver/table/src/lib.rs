@@ -25,6 +25,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 pub mod published;
+pub mod txt;
 
 use serde::{Deserialize, Serialize};
 
@@ -111,6 +112,7 @@ impl Value {
                 if raw.len() > 4096 {
                     Err(format!("TXT value of {} bytes is over 4096", raw.len()))
                 } else {
+                    txt::character_strings(raw)?;
                     Ok(Value::Txt(raw.to_owned()))
                 }
             }
@@ -199,6 +201,10 @@ pub enum Selection<V> {
     MultiValue {
         set_identifiers: Vec<Arc<str>>,
         pool: Vec<V>,
+        /// For each value of `pool`, the index in `set_identifiers` of the first record that
+        /// answers it (what an answer counts, M1). Empty in tables from before it existed.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        owners: Vec<u32>,
     },
 }
 
@@ -248,9 +254,11 @@ impl<V> Selection<V> {
             Selection::MultiValue {
                 set_identifiers,
                 pool,
+                owners,
             } => Selection::MultiValue {
                 set_identifiers: set_identifiers.clone(),
                 pool: pool.iter().map(f).collect(),
+                owners: owners.clone(),
             },
         }
     }
@@ -281,6 +289,7 @@ impl<V> Selection<V> {
             Selection::MultiValue {
                 set_identifiers,
                 pool,
+                ..
             } => {
                 let set_identifier = set_identifiers.first();
                 if pool.len() <= MULTIVALUE_MAX {
@@ -326,6 +335,10 @@ pub struct Sample<'a, V> {
 }
 
 impl<'a, V> Sample<'a, V> {
+    /// The positions in the pool of the values chosen.
+    pub fn indices(&self) -> &[u32] {
+        &self.indices[..self.len as usize]
+    }
     pub fn iter(&self) -> impl Iterator<Item = &'a V> + '_ {
         self.indices[..self.len as usize]
             .iter()
@@ -548,6 +561,7 @@ mod tests {
         let group = mk_group(Selection::MultiValue {
             set_identifiers: vec!["mv".into()],
             pool: (0..20).collect(),
+            owners: vec![0; 20],
         });
         let table = RoutingTable::<u32>::default();
         let mut rng = fastrand::Rng::with_seed(42);
@@ -577,6 +591,7 @@ mod tests {
         let group = mk_group(Selection::MultiValue {
             set_identifiers: vec!["mv".into()],
             pool: vec![1, 2, 3],
+            owners: vec![0; 3],
         });
         let table = RoutingTable::<u32>::default();
         let r = table

@@ -339,6 +339,15 @@ mod tests {
             RecordType::Txt,
         );
         add(
+            "t/spf",
+            "spf.example.com.",
+            vec![
+                Value::Txt(r#""v=spf1 -all""#.into()),
+                Value::Txt(r#""part one" "part \"two\"""#.into()),
+            ],
+            RecordType::Txt,
+        );
+        add(
             "t/deep",
             "a.b.example.com.",
             vec![Value::A([192, 0, 2, 9].into())],
@@ -545,6 +554,98 @@ mod tests {
         let m = ask(&t, &query("big.example.com.", HType::TXT, Some(4096))).expect("fits 1232");
         assert!(!m.metadata.truncation);
         assert_eq!(m.answers.len(), 3);
+    }
+
+    // SEM-M1: a MultiValue answer counts once for every record with a value in it; a table
+    // built again (health changed, the record gone and back) keeps counting from where it was.
+    #[test]
+    fn multivalue_answers_count_each_contributing_record() {
+        let counters = AnswerCounters::default();
+        let mv = |records: &[&str], owners: Vec<u32>| {
+            let mut t = RoutingTable::default();
+            t.groups.insert(
+                "t/mv".into(),
+                Arc::new(CompiledGroup {
+                    key: "t/mv".into(),
+                    name: "mv.example.com.".into(),
+                    record_type: RecordType::A,
+                    ttl: 30,
+                    last_resort: false,
+                    selection: Selection::MultiValue {
+                        set_identifiers: records.iter().map(|r| (*r).into()).collect(),
+                        pool: (1..=owners.len() as u8)
+                            .map(|i| Value::A([192, 0, 2, i].into()))
+                            .collect(),
+                        owners,
+                    },
+                }),
+            );
+            ServingTable::build(
+                &t,
+                &[ZoneConfig {
+                    apex: "example.com.".into(),
+                    nameservers: vec![],
+                    default_ttl: 45,
+                }],
+                &counters,
+            )
+            .expect("builds")
+        };
+        let req = query("mv.example.com.", HType::A, None);
+        let ask_n = |t: &ServingTable, n: usize| {
+            let mut tally = Tally::default();
+            for _ in 0..n {
+                answer(
+                    t,
+                    &req,
+                    &mut Vec::new(),
+                    &mut fastrand::Rng::with_seed(1),
+                    &mut tally,
+                );
+            }
+        };
+        ask_n(&mv(&["r1", "r2"], vec![0, 0, 1]), 5);
+        assert_eq!(
+            (counters.get("t/mv", "r1"), counters.get("t/mv", "r2")),
+            (5, 5)
+        );
+        // r2 unhealthy: only r1 contributes.
+        ask_n(&mv(&["r1"], vec![0, 0]), 3);
+        assert_eq!(
+            (counters.get("t/mv", "r1"), counters.get("t/mv", "r2")),
+            (8, 5)
+        );
+        // r2 back: its count goes on from 5.
+        ask_n(&mv(&["r1", "r2"], vec![0, 0, 1]), 2);
+        assert_eq!(
+            (counters.get("t/mv", "r1"), counters.get("t/mv", "r2")),
+            (10, 7)
+        );
+    }
+
+    // SEM-D9: quoted TXT values are served as their character-strings, without the quotes.
+    #[test]
+    fn quoted_txt_values_are_character_strings() {
+        let m = ask(&table(), &query("spf.example.com.", HType::TXT, None)).expect("fast");
+        let strings: Vec<Vec<String>> = m
+            .answers
+            .iter()
+            .map(|r| match &r.data {
+                RData::TXT(t) => t
+                    .txt_data
+                    .iter()
+                    .map(|s| String::from_utf8_lossy(s).into_owned())
+                    .collect(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            strings,
+            [
+                vec!["v=spf1 -all".to_owned()],
+                vec!["part one".into(), r#"part "two""#.into()]
+            ]
+        );
     }
 
     // SEM-D4 SEM-D5 SEM-D6: what the fast path does not own goes to the full handler, before

@@ -92,6 +92,7 @@ fn zone_dir(tag: &str) -> std::path::PathBuf {
     dir
 }
 
+#[derive(Clone, Copy)]
 pub struct Q {
     pub tcp: bool,
     pub edns: Option<u16>,

@@ -283,3 +283,82 @@ fn bad_manifests_are_reported_with_file_object_and_field() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+// SEM-D8: a CNAME to a name in the served zones is followed, by the resolver (UDP and TCP)
+// and by the simulator alike: the CNAME and the target's A, chosen by the target's own
+// policy; a chain to a missing name ends NXDOMAIN, one to another zone ends at the CNAME.
+#[test]
+fn simulator_and_resolver_follow_a_cname_chain() {
+    use hickory_proto::op::ResponseCode;
+    use hickory_proto::rr::{RData, RecordType};
+
+    let dir = crate::support::temp_dir("sim-cname");
+    std::fs::write(dir.join("healthroute.yaml"), "zones: [b.test]\n").expect("write");
+    let group = |name: &str, dns: &str, rtype: &str, value: &str| {
+        format!(
+            "apiVersion: healthroute.io/v1alpha1\nkind: RecordGroup\nmetadata: {{name: {name}, namespace: t}}\nspec:\n  name: {dns}\n  type: {rtype}\n  routingPolicy: Simple\n  records: [{{setIdentifier: x, values: [\"{value}\"]}}]\n---\n"
+        )
+    };
+    let manifests = [
+        group("www", "www.b.test.", "CNAME", "api.b.test."),
+        group("api", "api.b.test.", "A", "192.0.2.80"),
+        group("gone", "gone.b.test.", "CNAME", "nothing.b.test."),
+        group("away", "away.b.test.", "CNAME", "elsewhere.example.org."),
+    ]
+    .concat();
+    std::fs::write(dir.join("groups.yaml"), manifests).expect("write");
+    let sim = |name: &str| {
+        let out = crate::support::resolver()
+            .args(["simulate", "--manifests"])
+            .arg(&dir)
+            .args(["--queries", "10", name])
+            .output()
+            .expect("runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let out = sim("www.b.test");
+    assert_eq!(share(&out, "api.b.test. → 192.0.2.80"), 100.0, "{out}");
+    assert!(
+        out.contains("then api.b.test. A  (RecordGroup t/api"),
+        "{out}"
+    );
+    assert!(sim("gone.b.test").contains("NXDOMAIN (the target does not exist)"));
+    assert!(sim("away.b.test").contains("outside the served zones"));
+
+    let r = crate::support::Resolver::start(&dir, &[]);
+    let tcp = crate::dns::Q {
+        tcp: true,
+        edns: None,
+    };
+    for q in [crate::dns::UDP, tcp] {
+        let (m, _) = crate::dns::query(r.dns, "WWW.b.test.", RecordType::A, q);
+        assert_eq!(m.metadata.response_code, ResponseCode::NoError);
+        let got: Vec<String> = m
+            .answers
+            .iter()
+            .map(|a| match &a.data {
+                RData::CNAME(c) => format!("{} CNAME {}", a.name, c.0),
+                RData::A(ip) => format!("{} A {}", a.name, ip.0),
+                other => format!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            got,
+            ["WWW.b.test. CNAME api.b.test.", "api.b.test. A 192.0.2.80"]
+        );
+        let (m, _) = crate::dns::query(r.dns, "gone.b.test.", RecordType::A, q);
+        assert_eq!(m.metadata.response_code, ResponseCode::NXDomain, "RFC 6604");
+        assert_eq!(m.answers.len(), 1, "the CNAME");
+        assert_eq!(m.authorities.len(), 1, "the SOA");
+        let (m, _) = crate::dns::query(r.dns, "away.b.test.", RecordType::A, q);
+        assert_eq!(
+            (m.metadata.response_code, m.answers.len()),
+            (ResponseCode::NoError, 1)
+        );
+    }
+}

@@ -493,6 +493,14 @@ impl<'a, V> ResolvedValues<'a, V> {
 mod tests {
     use super::*;
 
+    // SEM-D9: a TXT value with broken quoting is refused where it is written, not served.
+    #[test]
+    fn txt_values_with_broken_quoting_are_refused() {
+        assert!(Value::parse(RecordType::Txt, r#""v=spf1 -all""#).is_ok());
+        let e = Value::parse(RecordType::Txt, r#""v=spf1 -all"#).expect_err("open quote");
+        assert!(e.contains("not closed"), "{e}");
+    }
+
     fn mk_answer(id: &str, values: &[u32]) -> Answer<u32> {
         Answer {
             set_identifier: id.into(),

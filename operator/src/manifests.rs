@@ -122,20 +122,23 @@ impl Manifests {
 
     /// Feeds every object to `compiler`, removing what an earlier call fed and is gone now.
     /// HealthCheck views already in the compiler are kept (they come from the checker).
-    pub fn apply_to(&self, compiler: &mut Compiler, previous: Option<&Manifests>) {
+    /// Feeds every object to `compiler`, and deletes what `previous` applied that is gone.
+    /// Returns the keys applied now, all the next call needs (the objects themselves live
+    /// on in the compiler's inputs only).
+    pub fn apply_to(&self, compiler: &mut Compiler, previous: Option<&AppliedKeys>) -> AppliedKeys {
         if let Some(prev) = previous {
-            for k in prev.groups.keys().filter(|k| !self.groups.contains_key(*k)) {
+            for k in prev.groups.iter().filter(|k| !self.groups.contains_key(*k)) {
                 compiler.delete_group(k);
             }
-            for k in prev.checks.keys().filter(|k| !self.checks.contains_key(*k)) {
+            for k in prev.checks.iter().filter(|k| !self.checks.contains_key(*k)) {
                 compiler.delete_check(k);
             }
-            for k in prev.shifts.keys().filter(|k| !self.shifts.contains_key(*k)) {
+            for k in prev.shifts.iter().filter(|k| !self.shifts.contains_key(*k)) {
                 compiler.delete_shift(k);
             }
             for k in prev
                 .services
-                .keys()
+                .iter()
                 .filter(|k| !self.services.contains_key(*k))
             {
                 compiler.delete_service(k);
@@ -162,7 +165,22 @@ impl Manifests {
         for (k, e) in &self.services {
             compiler.upsert_service(k.clone(), e.clone());
         }
+        AppliedKeys {
+            groups: self.groups.keys().cloned().collect(),
+            checks: self.checks.keys().cloned().collect(),
+            shifts: self.shifts.keys().cloned().collect(),
+            services: self.services.keys().cloned().collect(),
+        }
     }
+}
+
+/// The objects a directory's load gave the compiler, by key (for the next load's deletions).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AppliedKeys {
+    pub groups: Vec<ObjectKey>,
+    pub checks: Vec<ObjectKey>,
+    pub shifts: Vec<ObjectKey>,
+    pub services: Vec<ObjectKey>,
 }
 
 /// The compiler's view of a RecordGroup object.

@@ -91,7 +91,7 @@ pub fn run(args: &SimulateArgs) -> Result<String, String> {
         }
     }
     let mut compiler = Compiler::new(zones.clone(), ttl);
-    manifests.apply_to(&mut compiler, None);
+    let _ = manifests.apply_to(&mut compiler, None);
     for wanted in &args.unhealthy {
         let keys: Vec<ObjectKey> = manifests
             .checks

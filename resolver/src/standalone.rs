@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime};
 
 use healthroute_operator::checker::CheckerEvent;
 use healthroute_operator::compiler::{Compiler, ServedZones};
-use healthroute_operator::manifests::Manifests;
+use healthroute_operator::manifests::{AppliedKeys, Manifests};
 use healthroute_table::{RoutingTable, Value};
 use jiff::Timestamp;
 use tokio::sync::{mpsc, watch};
@@ -47,7 +47,8 @@ fn fingerprint(dir: &Path) -> Vec<(PathBuf, u64, Option<SystemTime>)> {
 pub struct Standalone {
     dir: PathBuf,
     compiler: Compiler,
-    manifests: Option<Manifests>,
+    /// What the last good load applied (keys only: the compiler holds the objects).
+    applied: Option<AppliedKeys>,
     fingerprint: Vec<(PathBuf, u64, Option<SystemTime>)>,
     tables: watch::Sender<Option<Arc<RoutingTable<Value>>>>,
     /// Called with the manifests after each good load (the checker follows the checks).
@@ -65,7 +66,7 @@ impl Standalone {
         Standalone {
             dir,
             compiler: Compiler::new(zones, default_ttl),
-            manifests: None,
+            applied: None,
             fingerprint: Vec::new(),
             tables,
             on_manifests,
@@ -76,7 +77,7 @@ impl Standalone {
     /// manifest is bad.
     pub fn reload(&mut self) -> Result<bool, String> {
         let fp = fingerprint(&self.dir);
-        if fp == self.fingerprint && self.manifests.is_some() {
+        if fp == self.fingerprint && self.applied.is_some() {
             return Ok(false);
         }
         self.fingerprint = fp;
@@ -84,9 +85,9 @@ impl Standalone {
         for w in &manifests.warnings {
             tracing::warn!("{w}");
         }
-        manifests.apply_to(&mut self.compiler, self.manifests.as_ref());
+        let applied = manifests.apply_to(&mut self.compiler, self.applied.as_ref());
         (self.on_manifests)(&manifests);
-        self.manifests = Some(manifests);
+        self.applied = Some(applied);
         Ok(true)
     }
 
@@ -101,7 +102,7 @@ impl Standalone {
 
     /// Compiles and publishes when the table changed; logs rejected groups once per change.
     pub fn compile_and_publish(&mut self) {
-        if self.manifests.is_none() {
+        if self.applied.is_none() {
             // Nothing good was ever loaded: publish nothing, so that a table from disk (P2)
             // keeps serving instead of an empty one.
             return;

@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""Resident memory with N names, in one run: healthroute in standalone mode, the healthroute
+resolver in cluster mode (its table from ConfigMaps, served by a local API stand-in), Knot DNS
+and gdnsd, all serving the same names. Prints a markdown table for docs/benchmarks.md.
+
+    python3 bench/memory.py [--names 10000 100000] [--settle 3]
+    HR=path/to/healthroute-resolver python3 bench/memory.py     # another build
+
+Each server is started alone, asked one query until it answers (at most 120 s), left to
+settle, and its VmRSS read. The cluster-mode resolver gets the very table the standalone
+resolver compiled (its --table-file), split into shards in the published format, through a
+stand-in that answers the ConfigMap list and holds the watch open. Loopback only."""
+import argparse
+import http.server
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import compare  # noqa: E402
+
+SHARD_BYTES = 256 * 1024
+
+
+def fnv64(data):
+    h = 0xcbf29ce484222325
+    for b in data:
+        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return f"{h:016x}"
+
+
+def configmaps(table):
+    """The published form (healthroute_table::published): shards, then the manifest."""
+    groups = sorted(table["groups"].items())
+    total = len(json.dumps(table["groups"]))
+    n = max(1, -(-total // SHARD_BYTES))
+    shards = [{"index": i, "groups": {}} for i in range(n)]
+    for i, (key, g) in enumerate(groups):
+        shards[i % n]["groups"][key] = g
+    items, hashes = [], []
+    for s in shards:
+        data = json.dumps(s, separators=(",", ":"))
+        hashes.append(fnv64(data.encode()))
+        items.append({"metadata": {"name": f"healthroute-table-{s['index']}", "namespace": "hr",
+                                   "resourceVersion": "1", "labels": {"healthroute.io/table": "shard"}},
+                      "data": {"table.json": data}})
+    manifest = json.dumps({"generation": 1, "shards": n, "hashes": hashes})
+    items.append({"metadata": {"name": "healthroute-table", "namespace": "hr", "resourceVersion": "1",
+                               "labels": {"healthroute.io/table": "manifest"}},
+                  "data": {"table.json": manifest}})
+    return items
+
+
+class StandIn(http.server.BaseHTTPRequestHandler):
+    """Lists the table ConfigMaps; a watch stays open (no events) until the run ends."""
+    protocol_version = "HTTP/1.1"
+    items = []
+    stop = threading.Event()
+
+    def do_GET(self):
+        if "/configmaps" not in self.path:
+            self.send_response(404)
+            self.send_header("content-length", "0")
+            self.end_headers()
+            return
+        if "watch=true" in self.path:
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("transfer-encoding", "chunked")
+            self.end_headers()
+            self.wfile.flush()
+            self.stop.wait(600)
+            return
+        body = json.dumps({"apiVersion": "v1", "kind": "ConfigMapList",
+                           "metadata": {"resourceVersion": "1"}, "items": self.items}).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *a):
+        pass
+
+
+def measure(proc, port, settle):
+    if not compare.wait_ready(port, deadline=120):
+        proc.kill()
+        return None
+    time.sleep(settle)
+    rss = compare.rss_kib(proc.pid)
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    return rss
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--names", type=int, nargs="+", default=[10000, 100000])
+    p.add_argument("--settle", type=float, default=3.0)
+    args = p.parse_args()
+    hr = os.environ.get("HR", compare.HR)
+    compare.HR = hr
+    missing = [c for c, pkg in (("knotd", "knot"), ("gdnsd", "gdnsd")) if not shutil.which(c)]
+    if missing:
+        subprocess.run(["apt-get", "install", "-y", "-qq", *[{"knotd": "knot", "gdnsd": "gdnsd"}[m] for m in missing]],
+                       check=False, stdout=subprocess.DEVNULL)
+    if not os.path.exists(hr):
+        subprocess.run(["cargo", "build", "--release", "-q", "-p", "healthroute-resolver"], cwd=compare.ROOT, check=True)
+    rows = []
+    for n in args.names:
+        tmp = tempfile.mkdtemp(prefix="hr-memory-")
+        row = {"names": n}
+        try:
+            d = os.path.join(tmp, "standalone")
+            os.makedirs(d)
+            table_file = os.path.join(tmp, "table.json")
+            port = compare.free_port()
+            proc = compare.start("healthroute", d, port, n, ["--table-file", table_file, "--admin-listen", "127.0.0.1:0"])
+            row["standalone"] = measure(proc, port, args.settle)
+
+            StandIn.items = configmaps(json.load(open(table_file)))
+            api = http.server.ThreadingHTTPServer(("127.0.0.1", 0), StandIn)
+            api.daemon_threads = True
+            threading.Thread(target=api.serve_forever, daemon=True).start()
+            kubeconfig = os.path.join(tmp, "kubeconfig")
+            open(kubeconfig, "w").write(f"""apiVersion: v1
+kind: Config
+clusters: [{{name: c, cluster: {{server: "http://127.0.0.1:{api.server_address[1]}"}}}}]
+users: [{{name: u, user: {{token: bench}}}}]
+contexts: [{{name: x, context: {{cluster: c, user: u, namespace: hr}}}}]
+current-context: x
+""")
+            port = compare.free_port()
+            proc = subprocess.Popen([hr, "--zone", "example.com", "--listen", f"127.0.0.1:{port}", "--no-checker",
+                                     "--table-namespace", "hr", "--admin-listen", "127.0.0.1:0"],
+                                    env={**os.environ, "KUBECONFIG": kubeconfig}, stdout=subprocess.DEVNULL,
+                                    stderr=open(os.path.join(tmp, "cluster.log"), "w"))
+            row["cluster"] = measure(proc, port, args.settle)
+            StandIn.stop.set()
+            api.shutdown()
+            StandIn.stop.clear()
+
+            for kind in ("knot", "gdnsd"):
+                d = os.path.join(tmp, kind)
+                os.makedirs(d)
+                port = compare.free_port()
+                row[kind] = measure(compare.start(kind, d, port, n), port, args.settle)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        rows.append(row)
+
+    print(f"Resident memory (VmRSS {args.settle:g} s after the first answer), {hr}:\n")
+    print("| names | healthroute standalone | healthroute cluster mode | Knot | gdnsd | cluster / Knot |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    mib = lambda k: "did not start" if k is None else f"{k / 1024:.1f} MiB"
+    for r in rows:
+        per = lambda k: "" if r[k] is None else f" ({r[k] * 1024 / r['names']:.0f} B/name)"
+        ratio = f"{r['cluster'] / r['knot']:.2f}x" if r["cluster"] and r["knot"] else "-"
+        print(f"| {r['names']:,} | {mib(r['standalone'])}{per('standalone')} | {mib(r['cluster'])}{per('cluster')} "
+              f"| {mib(r['knot'])}{per('knot')} | {mib(r['gdnsd'])}{per('gdnsd')} | {ratio} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
 use healthroute_table::{
-    CompiledGroup, RecordType as TableType, ResolvedValues, RoutingTable, Selection, Target, Value,
+    CompiledGroup, RecordType as TableType, ResolvedValues, RoutingTable, Selection, Value,
     resolve_with,
 };
 
@@ -94,8 +94,6 @@ pub struct ServingGroup {
     /// Its answers as wire RRs (no owner); `name` is the only text copy of its name.
     pub wire: CompiledGroup<Box<[u8]>>,
     pub counters: GroupCounters,
-    /// The set identifiers of `wire`'s selection, in `counters.by_record` order.
-    set_identifiers: Box<[Arc<str>]>,
 }
 
 #[derive(Default)]
@@ -270,9 +268,8 @@ impl ServingTable {
         let mut by_key: HashMap<Arc<str>, u32> = HashMap::with_capacity(table.groups.len());
         for group in table.groups.values() {
             let wire = group.map(&mut |v: &Value| encode_wire(v, group.ttl));
-            let set_identifiers: Box<[Arc<str>]> = set_identifiers(&group.selection).into();
             let group_counters = GroupCounters {
-                by_record: set_identifiers
+                by_record: set_identifiers(&group.selection)
                     .iter()
                     .map(|id| counters.record(&group.key, id))
                     .collect(),
@@ -299,7 +296,6 @@ impl ServingTable {
             groups.push(ServingGroup {
                 wire,
                 counters: group_counters,
-                set_identifiers,
             });
         }
         Ok(ServingTable {
@@ -452,14 +448,11 @@ impl ServingTable {
                     counted[k] = owner;
                 }
             }
-            _ => {
-                let id = resolved.set_identifier;
-                if let Some(i) = group
-                    .set_identifiers
-                    .iter()
-                    .position(|s| Arc::ptr_eq(s, id) || s == id)
+            (selection, _) => {
+                if let Some(c) = record_index(selection, resolved.set_identifier)
+                    .and_then(|i| counters.by_record.get(i))
                 {
-                    tally.add(&counters.by_record[i]);
+                    tally.add(c);
                 }
             }
         }
@@ -535,16 +528,18 @@ fn set_identifiers<V>(selection: &Selection<V>) -> Vec<Arc<str>> {
     }
 }
 
-/// Alias targets of a selection (for the simulator's explanation).
-pub fn alias_targets<V>(selection: &Selection<V>) -> Vec<Arc<str>> {
-    selection
-        .answers()
-        .into_iter()
-        .filter_map(|a| match &a.target {
-            Target::Alias(k) => Some(k.clone()),
-            Target::Values(_) => None,
-        })
-        .collect()
+/// Where the record whose set identifier is `id` (a reference into `selection` itself, as a
+/// pick returns it) stands in [`set_identifiers`] order: found by address, no string compare.
+fn record_index<V>(selection: &Selection<V>, id: &Arc<str>) -> Option<usize> {
+    match selection {
+        Selection::Fixed(_) => Some(0),
+        Selection::Weighted { answers, .. } => answers
+            .iter()
+            .position(|a| std::ptr::eq(&a.set_identifier, id)),
+        Selection::MultiValue {
+            set_identifiers, ..
+        } => set_identifiers.iter().position(|s| std::ptr::eq(s, id)),
+    }
 }
 
 /// Lower-case wire form of a normalised name (`a.example.com.` → `\x01a\x07example\x03com\x00`).

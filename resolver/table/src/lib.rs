@@ -164,15 +164,28 @@ pub fn normalize_name(raw: &str) -> Result<String, String> {
     Ok(name)
 }
 
+/// A sequence read without its size known grows by doubling; a table read from JSON (the
+/// published shards, the last-table file) is kept for long, so its vectors hold exactly
+/// their elements (a one-value answer took 4 slots).
+fn shrunk<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    let mut v = Vec::<T>::deserialize(d)?;
+    v.shrink_to_fit();
+    Ok(v)
+}
+
 /// Identifies a RecordGroup: `namespace/name`.
 pub type GroupKey = Arc<str>;
 
 /// What one candidate record answers.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", bound(deserialize = "V: Deserialize<'de>"))]
 pub enum Target<V> {
     /// These values, in this order.
-    Values(Vec<V>),
+    Values(#[serde(deserialize_with = "shrunk")] Vec<V>),
     /// Whatever the named group answers (SEMANTICS R4: flattened, never a CNAME to our zone).
     Alias(GroupKey),
 }
@@ -187,23 +200,31 @@ pub struct Answer<V> {
 
 /// The candidates of one group after health, last resort and shifts, and how a query picks.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", bound(deserialize = "V: Deserialize<'de>"))]
 pub enum Selection<V> {
     /// Every query gets the same answer (Simple, Failover, or a single candidate).
     Fixed(Answer<V>),
     /// One answer per query with probability weight / total (S3). `cumulative[i]` is the sum of
     /// the weights of answers `0..=i`; it is strictly increasing and its last entry is the total.
     Weighted {
+        #[serde(deserialize_with = "shrunk")]
         cumulative: Vec<u32>,
+        #[serde(deserialize_with = "shrunk")]
         answers: Vec<Answer<V>>,
     },
     /// Up to [`MULTIVALUE_MAX`] distinct values of `pool`, at random when there are more (S5).
     MultiValue {
+        #[serde(deserialize_with = "shrunk")]
         set_identifiers: Vec<Arc<str>>,
+        #[serde(deserialize_with = "shrunk")]
         pool: Vec<V>,
         /// For each value of `pool`, the index in `set_identifiers` of the first record that
         /// answers it (what an answer counts, M1). Empty in tables from before it existed.
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        #[serde(
+            default,
+            skip_serializing_if = "Vec::is_empty",
+            deserialize_with = "shrunk"
+        )]
         owners: Vec<u32>,
     },
 }

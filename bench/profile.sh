@@ -6,6 +6,7 @@
 #   2. perf record: the top symbols, kernel and user space, and the share of each.
 #
 #   bench/profile.sh [SECONDS]          (default 5; the load runs SECONDS + 2)
+#   HR=path/to/healthroute-resolver bench/profile.sh     (another build, e.g. before a change)
 #
 # Needs perf (linux-perf) and dnsperf; installs them from Debian's packages when missing.
 # Loopback only; the load is bounded by dnsperf -l.
@@ -21,14 +22,15 @@ command -v perf >/dev/null || need+=(linux-perf)
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
-cargo build --release -q -p healthroute-resolver
+HR=${HR:-target/release/healthroute-resolver}
+[ "$HR" != target/release/healthroute-resolver ] || cargo build --release -q -p healthroute-resolver
 
 cpus=$(nproc)
 server_cpu=$((cpus - 1))
 client_cpu=0
 PORT=5392
 
-taskset -c "$server_cpu" target/release/healthroute-resolver --manifests examples/quickstart \
+taskset -c "$server_cpu" "$HR" --manifests examples/quickstart \
   --listen 127.0.0.1:$PORT --admin-listen 127.0.0.1:0 >"$OUT/resolver.log" 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null || true; wait 2>/dev/null || true' EXIT

@@ -322,6 +322,18 @@ fn truncation_and_edns() {
         },
     );
     assert_eq!(m.answers.len(), 3, "TCP gets every record");
+    // SEM-M1: each of the four queries for big (two of them truncated) was picked and counted
+    // once, not again by a fallback.
+    let metrics = r.metrics();
+    let big = metrics
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(
+                "healthroute_answers_total{record_group=\"t/big\",set_identifier=\"x\"} ",
+            )
+        })
+        .and_then(|n| n.parse::<u64>().ok());
+    assert_eq!(big, Some(4), "{metrics}");
 }
 
 // SEM-D6: ANY gets a minimal answer; malformed packets get FORMERR or nothing, and never stop

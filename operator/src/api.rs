@@ -146,6 +146,7 @@ impl HealthCheckSpec {
 pub struct ProbeTarget {
     /// An IP address or a DNS name.
     #[schemars(length(min = 1, max = 253))]
+    #[x_kube(validation = Rule::new("self.matches('^[A-Za-z0-9._:-]+$')").message("address must be an IP address or a DNS name"))]
     pub address: String,
     /// TCP port, 1 to 65535.
     #[schemars(range(min = 1, max = 65535))]
@@ -154,10 +155,12 @@ pub struct ProbeTarget {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 1024))]
     #[x_kube(validation = Rule::new("self.startsWith('/')").message("path must start with /"))]
+    #[x_kube(validation = Rule::new("!self.matches('[\\x00-\\x20\\x7f]')").message("path must not hold spaces or control characters (they would end the request line)"))]
     pub path: Option<String>,
     /// HTTP(S) only: the Host header and the TLS server name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]
+    #[x_kube(validation = Rule::new("!self.matches('[\\x00-\\x20\\x7f]')").message("host must not hold spaces or control characters"))]
     pub host: Option<String>,
 }
 

@@ -34,6 +34,8 @@ pub mod condition_reasons {
     pub const NO_HEALTHY_RECORD: &str = "NoHealthyRecord";
     pub const CHECKERS_AGREE: &str = "QuorumHealthy";
     pub const CHECKERS_DISAGREE: &str = "QuorumUnhealthy";
+    /// Unhealthy because checkers refuse to probe the target (their policy denies it, H12).
+    pub const TARGET_DENIED: &str = "TargetDenied";
     pub const ACTIVE: &str = "Active";
     pub const ENDED: &str = "Ended";
 }
@@ -200,10 +202,19 @@ pub fn health_check(
             status: health.healthy,
             reason: if health.healthy {
                 condition_reasons::CHECKERS_AGREE
+            } else if health.denied_checkers > 0 {
+                condition_reasons::TARGET_DENIED
             } else {
                 condition_reasons::CHECKERS_DISAGREE
             },
-            message: health.reason.clone(),
+            message: if !health.healthy && health.denied_checkers > 0 {
+                format!(
+                    "{}; {} of {} reachable checkers refuse to probe the target (checker policy: see their messages)",
+                    health.reason, health.denied_checkers, health.reachable_checkers
+                )
+            } else {
+                health.reason.clone()
+            },
         }],
         now,
         generation,
@@ -399,6 +410,30 @@ mod tests {
         assert_eq!(
             up.iter().map(|n| n.reason).collect::<Vec<_>>(),
             ["RecordHealthy", "LastResortLeft"]
+        );
+    }
+
+    // SEM-H12: a check unhealthy because its checkers refuse the target says so in its reason.
+    #[test]
+    fn a_denied_target_is_named_in_the_reason() {
+        use crate::compiler::health::{CheckInput, DENIED_BY_POLICY, probe_health};
+        use crate::compiler::testing::{mk_check, mk_view};
+        let mut check = CheckInput::new(mk_check("web"));
+        let mut view = mk_view("zone-a", false);
+        view.message = Some(format!(
+            "target 127.0.0.1 rejected: {DENIED_BY_POLICY} (in 127.0.0.0/8)"
+        ));
+        check.views = vec![view];
+        let heartbeats = [("zone-a".to_owned(), t(0))].into_iter().collect();
+        let health = probe_health(&check, &heartbeats, t(1));
+        assert_eq!(health.denied_checkers, 1);
+        let body = health_check(&health, None, Some(1), t(1));
+        assert_eq!(body["conditions"][0]["reason"], "TargetDenied");
+        assert!(
+            body["conditions"][0]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("refuse to probe")),
+            "{body}"
         );
     }
 

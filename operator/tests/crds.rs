@@ -122,6 +122,23 @@ fn health_check_cel_rules() {
             json!({"type": "HTTP", "target": {"address": "a", "port": 1}, "searchString": "é".repeat(200)}),
             "at most 255 bytes",
         ),
+        // SEM-H12: nothing that would end the request line or a header is admitted.
+        (
+            json!({"type": "HTTP", "target": {"address": "a", "port": 1, "path": "/x HTTP/1.1\r\nX-Evil: 1"}}),
+            "path must not hold spaces or control characters",
+        ),
+        (
+            json!({"type": "HTTP", "target": {"address": "a", "port": 1, "path": "/x\nGET /admin"}}),
+            "path must not hold spaces or control characters",
+        ),
+        (
+            json!({"type": "HTTP", "target": {"address": "a", "port": 1, "host": "a.example\r\nX-Evil: 1"}}),
+            "host must not hold spaces or control characters",
+        ),
+        (
+            json!({"type": "TCP", "target": {"address": "a.example\r\nX: 1", "port": 1}}),
+            "address must be an IP address or a DNS name",
+        ),
     ];
     for (spec, want) in cases {
         let errs = errors(&schema, hc(spec.clone()));

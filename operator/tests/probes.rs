@@ -351,3 +351,56 @@ async fn denied_target_is_rejected_not_probed() {
     .await;
     assert!(obs.rejected);
 }
+
+// SEM-H12: a path or host with CR/LF (or a space) is never sent: the probe refuses it before
+// connecting, and the server sees no request at all.
+#[tokio::test]
+async fn request_bytes_a_user_wrote_are_checked_before_sending() {
+    let (addr, seen) = http_server(status(200, "ok")).await;
+    for (path, host) in [
+        ("/healthz HTTP/1.1\r\nX-Injected: 1\r\n\r\nGET /admin", None),
+        ("/healthz", Some("web.example\r\nX-Injected: 1")),
+        ("/a b", None),
+    ] {
+        let mut s = spec(ProbeKind::Http, addr);
+        s.path = path.into();
+        s.host = host.map(Into::into);
+        let obs = probe(&s, &policy()).await;
+        assert!(!obs.healthy && obs.rejected, "{obs:?}");
+        assert!(
+            obs.reason.contains("refused, nothing sent"),
+            "{}",
+            obs.reason
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        seen.lock().expect("lock").is_empty(),
+        "the server saw a request"
+    );
+    // The same server, asked properly, is healthy.
+    assert!(probe(&spec(ProbeKind::Http, addr), &policy()).await.healthy);
+}
+
+// SEM-H12: 0.0.0.0 and :: reach the local host on Linux: denied by default everywhere; in a
+// cluster loopback too, unless an allowed range inside it admits it on purpose.
+#[tokio::test]
+async fn the_local_host_is_denied_unless_admitted() {
+    let (addr, seen) = http_server(status(200, "ok")).await;
+    let mut unspecified = spec(ProbeKind::Http, addr);
+    unspecified.address = "0.0.0.0".into();
+    let obs = probe(&unspecified, &policy()).await;
+    assert!(obs.rejected && obs.reason.contains("0.0.0.0/8"), "{obs:?}");
+    let cluster = TargetPolicy::cluster_default();
+    let obs = probe(&spec(ProbeKind::Http, addr), &cluster).await;
+    assert!(obs.rejected, "loopback in a cluster: {obs:?}");
+    let mut admitted = TargetPolicy::cluster_default();
+    admitted.allow = vec!["127.0.0.0/8".parse().expect("cidr")];
+    let obs = probe(&spec(ProbeKind::Http, addr), &admitted).await;
+    assert!(obs.healthy && !obs.rejected, "admitted on purpose: {obs:?}");
+    assert_eq!(
+        seen.lock().expect("lock").len(),
+        1,
+        "only the admitted probe reached it"
+    );
+}

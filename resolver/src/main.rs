@@ -77,11 +77,12 @@ struct ServeArgs {
     /// pinning halved one-client QPS in docs/benchmarks.md).
     #[arg(long = "udp-cpu-affinity", value_name = "MODE", default_value = "off")]
     udp_cpu_affinity: crate::server::Affinity,
-    /// Standalone checker: only probe targets in these ranges (CIDR, repeatable).
+    /// Only probe targets in these ranges (CIDR, repeatable). A range inside one denied by
+    /// default (loopback in a cluster, say 127.0.0.0/8) admits it on purpose.
     #[arg(long = "checker-allow", value_name = "CIDR")]
     checker_allow: Vec<Cidr>,
-    /// Standalone checker: never probe targets in these ranges (CIDR, repeatable), on top of
-    /// link-local (169.254.0.0/16, fe80::/10), which is always denied.
+    /// Never probe targets in these ranges (CIDR, repeatable), on top of the defaults:
+    /// link-local, 0.0.0.0/8 and ::, and in a cluster loopback too.
     #[arg(long = "checker-deny", value_name = "CIDR")]
     checker_deny: Vec<Cidr>,
     /// In a cluster: namespace of the published table ConfigMaps and of checker Leases.
@@ -210,6 +211,9 @@ fn checker_policy(args: &ServeArgs, base: TargetPolicy) -> TargetPolicy {
     let mut policy = base;
     policy.allow = args.checker_allow.clone();
     policy.deny.extend(args.checker_deny.iter().copied());
+    for (allowed, denied) in policy.admissions() {
+        tracing::warn!(%allowed, %denied, "the checker may probe {allowed}, inside {denied}, which is denied by default (--checker-allow)");
+    }
     policy
 }
 

@@ -67,49 +67,87 @@ impl fmt::Display for Cidr {
     }
 }
 
-/// Allowed and denied target ranges. A target is probed when no denied range holds it and,
-/// if any allowed range is set, one of them does.
+/// Allowed and denied target ranges (SEMANTICS H12). A target is probed when
+/// - no range the operator denied (`deny`, `--checker-deny`) holds it;
+/// - no default-denied range holds it, unless an allowed range *inside* that default range
+///   holds it (an explicit admission: `--checker-allow 127.0.0.0/8` admits loopback, a broad
+///   `--checker-allow 0.0.0.0/0` admits nothing that is denied by default);
+/// - if any allowed range is set, one of them holds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TargetPolicy {
     pub allow: Vec<Cidr>,
     pub deny: Vec<Cidr>,
+    /// Denied unless explicitly admitted.
+    pub default_deny: Vec<Cidr>,
+}
+
+fn cidrs(list: &[&str]) -> Vec<Cidr> {
+    list.iter().filter_map(|s| s.parse().ok()).collect()
+}
+
+impl Cidr {
+    /// Whether every address of `self` lies in `outer`.
+    pub fn within(&self, outer: &Cidr) -> bool {
+        self.prefix >= outer.prefix
+            && self.addr.is_ipv4() == outer.addr.is_ipv4()
+            && outer.contains(self.addr)
+    }
 }
 
 impl TargetPolicy {
-    /// Link-local ranges (cloud metadata services live there) are always denied by default.
-    pub fn link_local() -> Vec<Cidr> {
-        ["169.254.0.0/16", "fe80::/10"]
-            .iter()
-            .filter_map(|s| s.parse().ok())
-            .collect()
+    /// Never a real destination, or one that reaches a node's own secrets: link-local (cloud
+    /// metadata services live there), and `0.0.0.0/8` and `::`, which reach the local host
+    /// on Linux.
+    pub fn always_denied() -> Vec<Cidr> {
+        cidrs(&["169.254.0.0/16", "fe80::/10", "0.0.0.0/8", "::/128"])
     }
 
-    /// In a cluster: link-local and loopback denied.
+    /// In a cluster: the above and loopback (the checker's own pod) denied.
     pub fn cluster_default() -> Self {
-        let mut deny = Self::link_local();
-        deny.extend(
-            ["127.0.0.0/8", "::1/128"]
-                .iter()
-                .filter_map(|s| s.parse::<Cidr>().ok()),
-        );
+        let mut default_deny = Self::always_denied();
+        default_deny.extend(cidrs(&["127.0.0.0/8", "::1/128"]));
         TargetPolicy {
             allow: Vec::new(),
-            deny,
+            deny: Vec::new(),
+            default_deny,
         }
     }
 
-    /// Standalone: link-local denied; loopback is where local services are.
+    /// Standalone: loopback is where local services are, so only the always-denied ranges.
     pub fn standalone_default() -> Self {
         TargetPolicy {
             allow: Vec::new(),
-            deny: Self::link_local(),
+            deny: Vec::new(),
+            default_deny: Self::always_denied(),
         }
+    }
+
+    /// The allowed ranges that admit part of a default-denied range, with the range: worth a
+    /// line in the log at start.
+    pub fn admissions(&self) -> Vec<(Cidr, Cidr)> {
+        self.allow
+            .iter()
+            .filter_map(|a| {
+                self.default_deny
+                    .iter()
+                    .find(|d| a.within(d))
+                    .map(|d| (*a, *d))
+            })
+            .collect()
     }
 
     /// The rule that denies `ip`, if one does.
     pub fn denies(&self, ip: IpAddr) -> Option<String> {
         if let Some(d) = self.deny.iter().find(|c| c.contains(ip)) {
             return Some(format!("in denied range {d}"));
+        }
+        if let Some(d) = self.default_deny.iter().find(|c| c.contains(ip)) {
+            let admitted = self.allow.iter().any(|a| a.within(d) && a.contains(ip));
+            if !admitted {
+                return Some(format!(
+                    "in {d}, denied by default (admit it with an allowed range inside it)"
+                ));
+            }
         }
         if !self.allow.is_empty() && !self.allow.iter().any(|c| c.contains(ip)) {
             return Some("outside every allowed range".into());
@@ -122,6 +160,7 @@ impl TargetPolicy {
 mod tests {
     use super::*;
 
+    // SEM-H12: the local host is out of reach by every spelling, metadata too.
     #[test]
     fn defaults_deny_metadata_and_loopback_in_cluster() {
         let cluster = TargetPolicy::cluster_default();
@@ -131,6 +170,10 @@ mod tests {
             "127.0.0.1",
             "::1",
             "::ffff:169.254.169.254",
+            "0.0.0.0",
+            "0.1.2.3",
+            "::",
+            "::ffff:127.0.0.1",
         ] {
             assert!(
                 cluster.denies(denied.parse().expect("ip")).is_some(),
@@ -149,6 +192,43 @@ mod tests {
                 .denies("169.254.169.254".parse().expect("ip"))
                 .is_some()
         );
+        assert!(standalone.denies("0.0.0.0".parse().expect("ip")).is_some());
+    }
+
+    // SEM-H12: an allowed range inside a default-denied one admits it on purpose; a broad
+    // one does not; what the operator denied stays denied.
+    #[test]
+    fn an_explicit_allow_admits_a_denied_range() {
+        let mut p = TargetPolicy::cluster_default();
+        p.allow = vec!["127.0.0.0/8".parse().expect("cidr")];
+        assert!(
+            p.denies("127.0.0.1".parse().expect("ip")).is_none(),
+            "admitted"
+        );
+        assert!(
+            p.denies("10.0.0.1".parse().expect("ip")).is_some(),
+            "allow narrows"
+        );
+        assert!(p.denies("169.254.169.254".parse().expect("ip")).is_some());
+        assert_eq!(p.admissions().len(), 1);
+        let mut broad = TargetPolicy::cluster_default();
+        broad.allow = vec![
+            "0.0.0.0/0".parse().expect("cidr"),
+            "127.0.0.0/8".parse().expect("cidr"),
+        ];
+        assert!(broad.denies("10.0.0.1".parse().expect("ip")).is_none());
+        assert!(broad.denies("127.0.0.1".parse().expect("ip")).is_none());
+        assert!(
+            broad
+                .denies("169.254.169.254".parse().expect("ip"))
+                .is_some(),
+            "0.0.0.0/0 admits no default-denied range"
+        );
+        broad.deny = vec!["127.0.0.0/8".parse().expect("cidr")];
+        assert!(
+            broad.denies("127.0.0.1".parse().expect("ip")).is_some(),
+            "an explicit deny wins"
+        );
     }
 
     #[test]
@@ -156,6 +236,7 @@ mod tests {
         let policy = TargetPolicy {
             allow: vec!["10.0.0.0/8".parse().expect("cidr")],
             deny: vec!["10.1.0.0/16".parse().expect("cidr")],
+            default_deny: Vec::new(),
         };
         assert!(policy.denies("10.2.3.4".parse().expect("ip")).is_none());
         assert!(policy.denies("10.1.3.4".parse().expect("ip")).is_some());

@@ -99,9 +99,33 @@ fn secs(d: Duration) -> String {
     }
 }
 
+pub use crate::compiler::health::DENIED_BY_POLICY;
+
+/// Why `text`, written by a user into a request line or a header, cannot be sent: a control
+/// character or a space would end the line early and let the rest become headers or a second
+/// request (H12).
+pub fn unsafe_in_request(what: &str, text: &str) -> Option<String> {
+    text.bytes().position(|b| b <= b' ' || b == 0x7f).map(|at| {
+        format!("the {what} holds a space or control character at byte {at}: refused, nothing sent")
+    })
+}
+
 /// Probes once. Never panics; every failure is an unhealthy observation with a reason.
 pub async fn probe(spec: &ProbeSpec, policy: &TargetPolicy) -> Observation {
     let start = Instant::now();
+    if spec.kind != ProbeKind::Tcp {
+        let host = spec.host.as_deref().unwrap_or(&spec.address);
+        if let Some(why) =
+            unsafe_in_request("path", &spec.path).or_else(|| unsafe_in_request("host", host))
+        {
+            return Observation {
+                healthy: false,
+                latency: Duration::ZERO,
+                reason: format!("{why} ({DENIED_BY_POLICY})"),
+                rejected: true,
+            };
+        }
+    }
     // Resolve names here, and check the policy on what they resolve to, so that a name cannot
     // lead a checker somewhere its policy denies.
     let addrs: Vec<IpAddr> = match spec.address.parse::<IpAddr>() {
@@ -124,7 +148,7 @@ pub async fn probe(spec: &ProbeSpec, policy: &TargetPolicy) -> Observation {
         return Observation {
             healthy: false,
             latency: Duration::ZERO,
-            reason: format!("target {ip} rejected: denied by checker policy ({rule})"),
+            reason: format!("target {ip} rejected: {DENIED_BY_POLICY} ({rule})"),
             rejected: true,
         };
     }

@@ -12,6 +12,10 @@ use crate::api::{CheckType, HealthCheckSpec};
 
 use super::ObjectKey;
 
+/// In a view's message: the checker refused to probe the target (its policy denies the
+/// address, or the request would carry unsafe bytes; SEMANTICS H12).
+pub const DENIED_BY_POLICY: &str = "denied by checker policy";
+
 /// One checker's thresholded view of one check.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CheckerView {
@@ -48,6 +52,8 @@ pub struct CheckHealth {
     /// Checkers whose view is healthy, and reachable checkers (probe checks only).
     pub healthy_checkers: u32,
     pub reachable_checkers: u32,
+    /// Reachable checkers that refuse to probe the target (their policy denies it, H12).
+    pub denied_checkers: u32,
     /// Why, in words: "2/3 checkers healthy (> 18% needed)", "disabled", ...
     pub reason: String,
 }
@@ -79,6 +85,7 @@ pub fn probe_health(
     let spec = &check.spec;
     let mut healthy = 0u32;
     let mut reachable = 0u32;
+    let mut denied = 0u32;
     for view in &check.views {
         if is_reachable(
             heartbeats.get(&view.checker).copied(),
@@ -87,6 +94,13 @@ pub fn probe_health(
         ) {
             reachable += 1;
             healthy += u32::from(view.healthy);
+            denied += u32::from(
+                !view.healthy
+                    && view
+                        .message
+                        .as_deref()
+                        .is_some_and(|m| m.contains(DENIED_BY_POLICY)),
+            );
         }
     }
     let (raw, reason) = if reachable == 0 {
@@ -110,7 +124,9 @@ pub fn probe_health(
             ),
         )
     };
-    finish(spec, raw, reason, healthy, reachable)
+    let mut h = finish(spec, raw, reason, healthy, reachable);
+    h.denied_checkers = denied;
+    h
 }
 
 /// H10 over the children's final status, then H8 and H9. `child` answers a child's health by
@@ -175,6 +191,7 @@ fn finish(
         healthy,
         healthy_checkers,
         reachable_checkers,
+        denied_checkers: 0,
         reason,
     }
 }
@@ -380,6 +397,7 @@ mod tests {
             healthy: true,
             healthy_checkers: 1,
             reachable_checkers: 1,
+            denied_checkers: 0,
             reason: String::new(),
         };
         let down = CheckHealth {

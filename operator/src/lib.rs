@@ -12,6 +12,7 @@ pub mod checker;
 pub mod compiler;
 pub mod controller;
 pub mod crd;
+pub mod fuzzing;
 pub mod index;
 pub mod leader;
 pub mod manifests;

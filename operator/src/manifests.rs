@@ -120,9 +120,8 @@ impl Manifests {
         loader.finish()
     }
 
-    /// Feeds every object to `compiler`, removing what an earlier call fed and is gone now.
-    /// HealthCheck views already in the compiler are kept (they come from the checker).
     /// Feeds every object to `compiler`, and deletes what `previous` applied that is gone.
+    /// HealthCheck views already in the compiler are kept (they come from the checker).
     /// Returns the keys applied now, all the next call needs (the objects themselves live
     /// on in the compiler's inputs only).
     pub fn apply_to(&self, compiler: &mut Compiler, previous: Option<&AppliedKeys>) -> AppliedKeys {

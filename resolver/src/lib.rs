@@ -4,6 +4,7 @@
 
 pub mod config;
 pub mod fastpath;
+pub mod fuzzing;
 pub mod handler;
 pub mod kube;
 pub mod metrics;

@@ -183,34 +183,7 @@ impl ResponseHandler for UdpResponder {
             impl Iterator<Item = &'a Record> + Send + 'a,
         >,
     ) -> Result<ResponseInfo, hickory_server::net::NetError> {
-        let id = response.metadata().id;
-        let max = usize::from(response.edns().map_or(512, |e| e.max_payload().max(512)));
-        let mut bytes = Vec::with_capacity(512);
-        let mut encoder = BinEncoder::new(&mut bytes);
-        let info = match response.destructive_emit(&mut encoder) {
-            Ok(info) => info,
-            Err(e) => {
-                tracing::debug!(error = %e, "could not encode a response; answering SERVFAIL");
-                bytes.clear();
-                let mut metadata = Metadata::new(id, MessageType::Response, OpCode::Query);
-                metadata.response_code = ResponseCode::ServFail;
-                let header = Header {
-                    metadata,
-                    counts: Default::default(),
-                };
-                let mut encoder = BinEncoder::new(&mut bytes);
-                let _ = hickory_server::proto::serialize::binary::BinEncodable::emit(
-                    &header,
-                    &mut encoder,
-                );
-                ResponseInfo::from(header)
-            }
-        };
-        if bytes.len() > max {
-            // Too large for the client: the question (and OPT) with TC, no partial records
-            // (D4); the client asks again over TCP.
-            bytes = truncated(&bytes).unwrap_or_default();
-        }
+        let (bytes, info) = emit_udp(response);
         // A UDP send does not wait for the peer; on a blocking socket it returns at once.
         self.socket
             .send_to(&bytes, self.dst)
@@ -228,4 +201,45 @@ fn truncated(reply: &[u8]) -> Option<Vec<u8>> {
     m.additionals.clear();
     m.metadata.truncation = true;
     m.to_vec().ok()
+}
+
+/// Encodes a hickory response for UDP: a reply too large for the client's limit (512 bytes,
+/// or its EDNS buffer) becomes its question and OPT with TC, never a cut record (D4).
+pub fn emit_udp<'a>(
+    response: MessageResponse<
+        '_,
+        'a,
+        impl Iterator<Item = &'a Record> + Send + 'a,
+        impl Iterator<Item = &'a Record> + Send + 'a,
+        impl Iterator<Item = &'a Record> + Send + 'a,
+        impl Iterator<Item = &'a Record> + Send + 'a,
+    >,
+) -> (Vec<u8>, ResponseInfo) {
+    let id = response.metadata().id;
+    let max = usize::from(response.edns().map_or(512, |e| e.max_payload().max(512)));
+    let mut bytes = Vec::with_capacity(512);
+    let mut encoder = BinEncoder::new(&mut bytes);
+    let info = match response.destructive_emit(&mut encoder) {
+        Ok(info) => info,
+        Err(e) => {
+            tracing::debug!(error = %e, "could not encode a response; answering SERVFAIL");
+            bytes.clear();
+            let mut metadata = Metadata::new(id, MessageType::Response, OpCode::Query);
+            metadata.response_code = ResponseCode::ServFail;
+            let header = Header {
+                metadata,
+                counts: Default::default(),
+            };
+            let mut encoder = BinEncoder::new(&mut bytes);
+            let _ =
+                hickory_server::proto::serialize::binary::BinEncodable::emit(&header, &mut encoder);
+            ResponseInfo::from(header)
+        }
+    };
+    if bytes.len() > max {
+        // Too large for the client: the question (and OPT) with TC, no partial records
+        // (D4); the client asks again over TCP.
+        bytes = truncated(&bytes).unwrap_or_default();
+    }
+    (bytes, info)
 }

@@ -209,7 +209,8 @@ pub async fn probe(spec: &ProbeSpec, policy: &TargetPolicy) -> Observation {
 
 /// Sends the request and reads the status, then the body prefix when a search string is set.
 /// Returns the status text on success, the failure reason otherwise.
-async fn http_exchange<S: AsyncRead + AsyncWrite + Unpin>(
+/// One HTTP request and its response over `stream` (H2, H3): the status, or why not.
+pub async fn http_exchange<S: AsyncRead + AsyncWrite + Unpin>(
     mut stream: S,
     spec: &ProbeSpec,
 ) -> Result<String, String> {

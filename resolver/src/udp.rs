@@ -192,14 +192,21 @@ impl ResponseHandler for UdpResponder {
     }
 }
 
-/// `reply` cut to its header, question and OPT, with TC set and the counts to match.
-fn truncated(reply: &[u8]) -> Option<Vec<u8>> {
+/// `reply` cut to fit `max`: its header, question and OPT with TC set and the counts to
+/// match; if even that is too large (a request of many questions, echoed in a FORMERR), the
+/// header and OPT alone.
+fn truncated(reply: &[u8], max: usize) -> Option<Vec<u8>> {
     use hickory_server::proto::op::Message;
     let mut m = Message::from_vec(reply).ok()?;
     m.answers.clear();
     m.authorities.clear();
     m.additionals.clear();
     m.metadata.truncation = true;
+    let bytes = m.to_vec().ok()?;
+    if bytes.len() <= max {
+        return Some(bytes);
+    }
+    m.queries.clear();
     m.to_vec().ok()
 }
 
@@ -239,7 +246,7 @@ pub fn emit_udp<'a>(
     if bytes.len() > max {
         // Too large for the client: the question (and OPT) with TC, no partial records
         // (D4); the client asks again over TCP.
-        bytes = truncated(&bytes).unwrap_or_default();
+        bytes = truncated(&bytes, max).unwrap_or_default();
     }
     (bytes, info)
 }

@@ -248,5 +248,20 @@ pub fn emit_udp<'a>(
         // (D4); the client asks again over TCP.
         bytes = truncated(&bytes, max).unwrap_or_default();
     }
+    // A question hickory read but cannot write back (found by fuzzing: a name whose
+    // compression pointer leads into the header) would go out as a reply no client can
+    // read: answer FORMERR with the header alone instead (D6).
+    if hickory_server::proto::op::Message::from_vec(&bytes).is_err() {
+        let mut metadata = Metadata::new(id, MessageType::Response, OpCode::Query);
+        metadata.response_code = ResponseCode::FormErr;
+        let header = Header {
+            metadata,
+            counts: Default::default(),
+        };
+        bytes.clear();
+        let mut encoder = BinEncoder::new(&mut bytes);
+        let _ = hickory_server::proto::serialize::binary::BinEncodable::emit(&header, &mut encoder);
+        return (bytes, ResponseInfo::from(header));
+    }
     (bytes, info)
 }

@@ -76,26 +76,27 @@ pub fn http_response(data: &[u8]) {
     });
 }
 
+/// The committed corpus of `target` (`tests/fuzz/corpus/<target>/`), every file, in name
+/// order: what the replay tests feed the checks.
+pub fn corpus(target: &str) -> Vec<Vec<u8>> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fuzz/corpus")
+        .join(target);
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .map(|f| std::fs::read(f).unwrap_or_else(|e| panic!("{}: {e}", f.display())))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The committed corpus of `target`, every file.
-    fn corpus(target: &str) -> Vec<Vec<u8>> {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../tests/fuzz/corpus")
-            .join(target);
-        let mut files: Vec<_> = std::fs::read_dir(&dir)
-            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-            .flatten()
-            .map(|e| e.path())
-            .collect();
-        files.sort();
-        files
-            .iter()
-            .map(|f| std::fs::read(f).expect("readable"))
-            .collect()
-    }
 
     // Every input the fuzzers kept (and every crash they found) goes through again.
     #[test]

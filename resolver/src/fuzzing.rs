@@ -228,22 +228,7 @@ pub fn published_table(data: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn corpus(target: &str) -> Vec<Vec<u8>> {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../tests/fuzz/corpus")
-            .join(target);
-        let mut files: Vec<_> = std::fs::read_dir(&dir)
-            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-            .flatten()
-            .map(|e| e.path())
-            .collect();
-        files.sort();
-        files
-            .iter()
-            .map(|f| std::fs::read(f).expect("readable"))
-            .collect()
-    }
+    use healthroute_operator::fuzzing::corpus;
 
     // SEM-D4 SEM-D6: every kept input and every crash found replays.
     #[test]

@@ -192,6 +192,22 @@ impl ResponseHandler for UdpResponder {
     }
 }
 
+/// A reply of a header alone: `id`, QR, and `rcode`.
+fn header_only(id: u16, rcode: ResponseCode) -> (Vec<u8>, ResponseInfo) {
+    let mut metadata = Metadata::new(id, MessageType::Response, OpCode::Query);
+    metadata.response_code = rcode;
+    let header = Header {
+        metadata,
+        counts: Default::default(),
+    };
+    let mut bytes = Vec::with_capacity(12);
+    let _ = hickory_server::proto::serialize::binary::BinEncodable::emit(
+        &header,
+        &mut BinEncoder::new(&mut bytes),
+    );
+    (bytes, ResponseInfo::from(header))
+}
+
 /// `reply` cut to fit `max`: its header, question and OPT with TC set and the counts to
 /// match; if even that is too large (a request of many questions, echoed in a FORMERR), the
 /// header and OPT alone.
@@ -230,17 +246,7 @@ pub fn emit_udp<'a>(
         Ok(info) => info,
         Err(e) => {
             tracing::debug!(error = %e, "could not encode a response; answering SERVFAIL");
-            bytes.clear();
-            let mut metadata = Metadata::new(id, MessageType::Response, OpCode::Query);
-            metadata.response_code = ResponseCode::ServFail;
-            let header = Header {
-                metadata,
-                counts: Default::default(),
-            };
-            let mut encoder = BinEncoder::new(&mut bytes);
-            let _ =
-                hickory_server::proto::serialize::binary::BinEncodable::emit(&header, &mut encoder);
-            ResponseInfo::from(header)
+            return header_only(id, ResponseCode::ServFail);
         }
     };
     if bytes.len() > max {
@@ -252,16 +258,7 @@ pub fn emit_udp<'a>(
     // compression pointer leads into the header) would go out as a reply no client can
     // read: answer FORMERR with the header alone instead (D6).
     if hickory_server::proto::op::Message::from_vec(&bytes).is_err() {
-        let mut metadata = Metadata::new(id, MessageType::Response, OpCode::Query);
-        metadata.response_code = ResponseCode::FormErr;
-        let header = Header {
-            metadata,
-            counts: Default::default(),
-        };
-        bytes.clear();
-        let mut encoder = BinEncoder::new(&mut bytes);
-        let _ = hickory_server::proto::serialize::binary::BinEncodable::emit(&header, &mut encoder);
-        return (bytes, ResponseInfo::from(header));
+        return header_only(id, ResponseCode::FormErr);
     }
     (bytes, info)
 }

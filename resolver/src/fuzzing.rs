@@ -167,6 +167,25 @@ fn full_handler(data: &[u8]) {
     });
     assert!(reply.len() <= max, "{} bytes over {max}", reply.len());
     assert_eq!(parsed.metadata.id, request.metadata.id);
+    // The question, as asked; only a reply that could not hold it (TC) or a FORMERR goes
+    // without it.
+    let asked: Vec<_> = request
+        .queries
+        .queries()
+        .iter()
+        .map(|q| q.original().clone())
+        .collect();
+    if parsed.queries.is_empty() {
+        assert!(
+            parsed.metadata.truncation
+                || parsed.metadata.response_code == hickory_proto::op::ResponseCode::FormErr
+                || asked.is_empty(),
+            "a reply without the question: {:?}",
+            parsed.metadata
+        );
+    } else {
+        assert_eq!(parsed.queries, asked, "the question, as asked");
+    }
 }
 
 /// A response handler that keeps the bytes it would have sent.

@@ -8,7 +8,7 @@
 //!           question, then to each CNAME target) [+ SOA] [+ OPT]; a reply over the client's
 //!           limit keeps whole RRsets only and sets TC (D4)
 //!   anything else (other opcodes, several questions, EDNS options we do not speak, names
-//!   outside the zones, malformed): Fallback ─▶ hickory handler, before any lookup
+//!   outside the zones, malformed): Fallback ─▶ hickory handler, with nothing picked or counted
 //! ```
 //!
 //! Every answer it gives is one the hickory path gives (the e2e DNS tests run both).
@@ -127,11 +127,11 @@ pub fn answer<'a>(
         return Fast::Fallback;
     };
     let qname = &lower[..q.name_len];
-    // Outside every zone (forwarded or refused): no lookup, nothing counted.
-    let Some(zone) = table.zone_of(qname) else {
+    let outcome = table.lookup(qname, q.qtype, rng, tally);
+    // Outside every zone (forwarded or refused): the handler's, and nothing was counted.
+    let Some(zone) = outcome.zone() else {
         return Fast::Fallback;
     };
-    let outcome = table.lookup(qname, q.qtype, rng, tally);
     let rcode = write_reply(table, &outcome, &q, out);
     Fast::Reply {
         zone,

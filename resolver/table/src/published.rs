@@ -116,11 +116,6 @@ impl Encoder {
         }
     }
 
-    /// The shard count of the last encoded table.
-    pub fn shards(&self) -> u32 {
-        self.shards
-    }
-
     /// Encodes `table`, choosing the shard count first if the table's size calls for another.
     pub fn encode(&mut self, table: &RoutingTable<Value>) -> Result<Encoded, String> {
         // Each round at least doubles or shrinks to fit, so a few rounds always settle.

@@ -122,9 +122,9 @@ impl Manifests {
 
     /// Feeds every object to `compiler`, and deletes what `previous` applied that is gone.
     /// HealthCheck views already in the compiler are kept (they come from the checker).
-    /// Returns the keys applied now, all the next call needs (the objects themselves live
-    /// on in the compiler's inputs only).
-    pub fn apply_to(&self, compiler: &mut Compiler, previous: Option<&AppliedKeys>) -> AppliedKeys {
+    /// Returns the keys applied now, all the next call needs: the objects move into the
+    /// compiler's inputs, so that a load does not hold every spec twice.
+    pub fn apply_to(self, compiler: &mut Compiler, previous: Option<&AppliedKeys>) -> AppliedKeys {
         if let Some(prev) = previous {
             for k in prev.groups.iter().filter(|k| !self.groups.contains_key(*k)) {
                 compiler.delete_group(k);
@@ -143,33 +143,43 @@ impl Manifests {
                 compiler.delete_service(k);
             }
         }
-        for (k, g) in &self.groups {
-            compiler.upsert_group(k.clone(), group_input(g));
-        }
-        for (k, c) in &self.checks {
-            let mut input = CheckInput::new(c.spec.clone());
-            input.last_healthy = c.status.as_ref().and_then(|s| s.healthy);
-            compiler.upsert_check_spec(k.clone(), input);
-        }
-        for (k, s) in &self.shifts {
-            compiler.upsert_shift(
-                k.clone(),
-                ShiftInput {
-                    spec: s.spec.clone(),
-                    created: s.metadata.creation_timestamp.as_ref().map(|t| t.0),
-                    status: s.status.clone(),
-                },
-            );
-        }
-        for (k, e) in &self.services {
-            compiler.upsert_service(k.clone(), e.clone());
-        }
-        AppliedKeys {
+        let applied = AppliedKeys {
             groups: self.groups.keys().cloned().collect(),
             checks: self.checks.keys().cloned().collect(),
             shifts: self.shifts.keys().cloned().collect(),
             services: self.services.keys().cloned().collect(),
+        };
+        for (k, g) in self.groups {
+            let created = g.metadata.creation_timestamp.as_ref().map(|t| t.0);
+            let labels = g.metadata.labels.unwrap_or_default();
+            compiler.upsert_group(
+                k,
+                GroupInput {
+                    spec: g.spec,
+                    labels,
+                    created,
+                },
+            );
         }
+        for (k, c) in self.checks {
+            let mut input = CheckInput::new(c.spec);
+            input.last_healthy = c.status.as_ref().and_then(|s| s.healthy);
+            compiler.upsert_check_spec(k, input);
+        }
+        for (k, s) in self.shifts {
+            compiler.upsert_shift(
+                k,
+                ShiftInput {
+                    spec: s.spec,
+                    created: s.metadata.creation_timestamp.as_ref().map(|t| t.0),
+                    status: s.status,
+                },
+            );
+        }
+        for (k, e) in self.services {
+            compiler.upsert_service(k, e);
+        }
+        applied
     }
 }
 

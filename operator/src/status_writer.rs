@@ -359,14 +359,11 @@ mod tests {
         q.push(update("a", 2));
         assert_eq!(q.backlog(), 2);
         let first = q.take_ready(now).expect("a");
-        assert_eq!(
-            (first.key.name.as_str(), &first.status),
-            ("a", &json!({"n": 2}))
-        );
+        assert_eq!((&*first.key.name, &first.status), ("a", &json!({"n": 2})));
         // "a" is in flight: a newer status waits for it instead of going out beside it.
         q.push(update("a", 3));
         let second = q.take_ready(now).expect("b");
-        assert_eq!(second.key.name, "b");
+        assert_eq!(&*second.key.name, "b");
         assert!(q.take_ready(now).is_none(), "a is in flight");
         q.finish(first, &WriteOutcome::Retry, now);
         assert_eq!(

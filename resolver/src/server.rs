@@ -191,17 +191,17 @@ pub async fn start(
                     match ServingTable::build(&table, &zones, &shared.metrics.answers) {
                         Ok(serving) => {
                             shared.store(serving);
-                            // The old table is gone once the last query on it ends; what its
-                            // build and the compile freed goes back to the system (0.1-0.2 ms
-                            // with 2,000 groups).
-                            drop(previous);
-                            crate::sys::release_free_memory();
                             tracing::info!(generation = table.generation, groups = table.groups.len(), "serving a new table");
                             if let Some(path) = &path
                                 && let Err(e) = write_table_file(path, &table)
                             {
                                 tracing::warn!(path = %path.display(), error = %e, "could not write the last-table file");
                             }
+                            // The old table is gone once the last query on it ends; what its
+                            // build and the compile freed goes back to the system (0.1-0.2 ms
+                            // with 2,000 groups).
+                            drop(previous);
+                            crate::sys::release_free_memory();
                         }
                         Err(e) => tracing::error!(error = %e, "table rejected; still serving the previous one"),
                     }
@@ -333,9 +333,15 @@ pub fn read_table_file(path: &std::path::Path) -> Result<Option<RoutingTable<Val
 /// Writes the table next to `path` and renames it into place, so a crash never leaves half a
 /// file.
 pub fn write_table_file(path: &std::path::Path, table: &RoutingTable<Value>) -> Result<(), String> {
+    use std::io::Write;
     let tmp = path.with_extension("tmp");
-    let json = serde_json::to_vec(table).map_err(|e| e.to_string())?;
-    std::fs::write(&tmp, json).map_err(|e| e.to_string())?;
+    // Streamed through a small buffer: the whole table as one string would be a transient as
+    // large as the table, and the heap keeps what a transient leaves behind.
+    let file = std::fs::File::create(&tmp).map_err(|e| e.to_string())?;
+    let mut out = std::io::BufWriter::new(file);
+    serde_json::to_writer(&mut out, table).map_err(|e| e.to_string())?;
+    out.flush().map_err(|e| e.to_string())?;
+    drop(out);
     std::fs::rename(&tmp, path).map_err(|e| e.to_string())
 }
 

@@ -90,13 +90,13 @@ pub fn run(args: &SimulateArgs) -> Result<String, String> {
             ));
         }
     }
-    let mut compiler = Compiler::new(zones.clone(), ttl);
-    let _ = manifests.apply_to(&mut compiler, None);
+    let mut compiler = Compiler::new(zones.clone(), ttl).explaining();
+    let _ = manifests.clone().apply_to(&mut compiler, None);
     for wanted in &args.unhealthy {
         let keys: Vec<ObjectKey> = manifests
             .checks
             .keys()
-            .filter(|k| k.to_string() == *wanted || k.name == *wanted)
+            .filter(|k| k.to_string() == *wanted || *k.name == **wanted)
             .cloned()
             .collect();
         if keys.is_empty() {
@@ -412,7 +412,7 @@ fn shift_lines(
                 let applied = status
                     .groups
                     .iter()
-                    .find(|g| g.record_group == key.name)
+                    .find(|g| *g.record_group == *key.name)
                     .map(|g| match g.reason {
                         Some(reason) => format!(", {:?} ({reason:?})", g.applied_status),
                         None => format!(", {:?}", g.applied_status),

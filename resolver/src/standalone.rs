@@ -85,8 +85,8 @@ impl Standalone {
         for w in &manifests.warnings {
             tracing::warn!("{w}");
         }
-        let applied = manifests.apply_to(&mut self.compiler, self.applied.as_ref());
         (self.on_manifests)(&manifests);
+        let applied = manifests.apply_to(&mut self.compiler, self.applied.as_ref());
         self.applied = Some(applied);
         Ok(true)
     }

@@ -52,6 +52,20 @@ pub struct GroupEnv<'a> {
     pub alias_target: &'a dyn Fn(&ObjectKey) -> Option<AliasTargetState>,
     /// Active shifts targeting this group, in any order.
     pub shifts: &'a [ActiveShift],
+    /// Whether to write the decision path ([`GroupOutcome::explain`]).
+    pub explain: bool,
+}
+
+/// The decision path of one compile, written only when asked for: the simulator asks, the
+/// operator and standalone mode do not (they would hold the lines of every group).
+struct Explain(Option<Vec<String>>);
+
+impl Explain {
+    fn line(&mut self, line: impl FnOnce() -> String) {
+        if let Some(lines) = &mut self.0 {
+            lines.push(line());
+        }
+    }
 }
 
 /// Why a group is not compiled (SEMANTICS S8).
@@ -199,7 +213,7 @@ pub fn validate(
                         "{at}: MultiValue records cannot be aliases"
                     )));
                 }
-                Some(ObjectKey::new(&key.namespace, &alias.record_group))
+                Some(key.sibling(&alias.record_group))
             }
             None => None,
         };
@@ -285,7 +299,7 @@ pub fn compile(
     default_ttl: u32,
 ) -> GroupOutcome {
     let rtype = RecordType::from(spec.record_type);
-    let mut explain = Vec::new();
+    let mut explain = Explain(env.explain.then(Vec::new));
 
     // Z5: the oldest active shift wins; the others conflict.
     let mut shifts: Vec<&ActiveShift> = env.shifts.iter().collect();
@@ -300,10 +314,12 @@ pub fn compile(
         })
         .collect();
     for s in shifts.iter().skip(1) {
-        explain.push(format!(
-            "zonal shift {} not applied: {} is older (Conflict)",
-            s.key, shifts[0].key
-        ));
+        explain.line(|| {
+            format!(
+                "zonal shift {} not applied: {} is older (Conflict)",
+                s.key, shifts[0].key
+            )
+        });
     }
 
     let mut evaluated = evaluate(env, spec, rtype, parsed, shifts.first().copied());
@@ -317,10 +333,12 @@ pub fn compile(
                     reason: None,
                 },
             );
-            explain.push(format!(
-                "zonal shift {}: endpoints in {} are treated as unhealthy",
-                winner.key, winner.away_from
-            ));
+            explain.line(|| {
+                format!(
+                    "zonal shift {}: endpoints in {} are treated as unhealthy",
+                    winner.key, winner.away_from
+                )
+            });
         } else {
             // Z6: fail open.
             evaluated = evaluate(env, spec, rtype, parsed, None);
@@ -332,7 +350,7 @@ pub fn compile(
                     reason: Some(NotAppliedReason::NoHealthyCapacityElsewhere),
                 },
             );
-            explain.push(format!(
+            explain.line(|| format!(
                 "zonal shift {} not applied: no healthy endpoint outside {} (NoHealthyCapacityElsewhere)",
                 winner.key, winner.away_from
             ));
@@ -342,21 +360,24 @@ pub fn compile(
     let (selection, last_resort, notes) = select(spec, &evaluated);
     let healthy = evaluated.iter().any(|e| e.healthy);
     if last_resort {
-        explain
-            .push("no record is healthy: last resort, every record is treated as healthy".into());
+        explain.line(|| {
+            "no record is healthy: last resort, every record is treated as healthy".into()
+        });
     }
     let mut records = Vec::with_capacity(spec.records.len());
     for ((r, e), note) in spec.records.iter().zip(&evaluated).zip(&notes) {
-        explain.push(format!(
-            "{}: {}{} -> {}",
-            r.set_identifier,
-            if e.healthy { "healthy" } else { "unhealthy" },
-            e.reason
-                .as_deref()
-                .map(|s| format!(" ({s})"))
-                .unwrap_or_default(),
-            note
-        ));
+        explain.line(|| {
+            format!(
+                "{}: {}{} -> {}",
+                r.set_identifier,
+                if e.healthy { "healthy" } else { "unhealthy" },
+                e.reason
+                    .as_deref()
+                    .map(|s| format!(" ({s})"))
+                    .unwrap_or_default(),
+                note
+            )
+        });
         let answered: Vec<String> = match &e.alias {
             Some(k) => vec![format!("alias {}", k.name)],
             None if last_resort => e.all_values.iter().map(Value::to_string).collect(),
@@ -382,7 +403,7 @@ pub fn compile(
         healthy,
         records,
         shifts: shift_outcomes,
-        explain,
+        explain: explain.0.unwrap_or_default(),
     }
 }
 

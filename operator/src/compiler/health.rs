@@ -254,7 +254,7 @@ pub fn evaluate_into<'k>(
     }
     for (key, check) in checks {
         if check.spec.check_type == CheckType::Calculated {
-            let sibling = |name: &str| ObjectKey::new(&key.namespace, name);
+            let sibling = |name: &str| key.sibling(name);
             let h = calculated_health(
                 &check.spec,
                 |name| health.get(&sibling(name)),

@@ -56,17 +56,25 @@ pub mod reasons {
 /// The zone default TTL (SEMANTICS D7).
 pub const DEFAULT_TTL: u32 = 60;
 
-/// `namespace/name` of an object.
+/// `namespace/name` of an object. The compiler keeps a key in several maps and indexes; the
+/// parts are shared (`Arc<str>`), so a copy of a key allocates nothing.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ObjectKey {
-    pub namespace: String,
-    pub name: String,
+    pub namespace: Arc<str>,
+    pub name: Arc<str>,
 }
 
 impl ObjectKey {
-    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+    pub fn new(namespace: impl AsRef<str>, name: impl AsRef<str>) -> Self {
         ObjectKey {
-            namespace: namespace.into(),
+            namespace: namespace.as_ref().into(),
+            name: name.as_ref().into(),
+        }
+    }
+    /// The key of `name` in this key's namespace (which it shares).
+    pub fn sibling(&self, name: &str) -> Self {
+        ObjectKey {
+            namespace: self.namespace.clone(),
             name: name.into(),
         }
     }
@@ -159,6 +167,8 @@ struct KeySet(Vec<ObjectKey>);
 impl KeySet {
     fn insert(&mut self, key: ObjectKey) {
         if let Err(at) = self.0.binary_search(&key) {
+            // One more slot, not the doubling a push would take: most sets hold one key.
+            self.0.reserve_exact(1);
             self.0.insert(at, key);
         }
     }
@@ -209,6 +219,8 @@ pub struct Compiler {
     table_dirty: BTreeSet<ObjectKey>,
     /// Groups whose served version came back from a published table: their status changes.
     recovered: BTreeSet<ObjectKey>,
+    /// Whether outcomes carry their decision path ([`GroupOutcome::explain`]).
+    explain: bool,
 }
 
 impl Compiler {
@@ -218,6 +230,13 @@ impl Compiler {
             default_ttl,
             ..Default::default()
         }
+    }
+
+    /// A compiler whose outcomes carry their decision path, for the simulator; the others
+    /// leave it empty (at 10,000 groups the lines would take megabytes nobody reads).
+    pub fn explaining(mut self) -> Self {
+        self.explain = true;
+        self
     }
 
     pub fn zones(&self) -> &ServedZones {
@@ -504,7 +523,7 @@ impl Compiler {
                 .records
                 .iter()
                 .filter_map(|r| r.alias.as_ref())
-                .map(|a| ObjectKey::new(&key.namespace, &a.record_group))
+                .map(|a| key.sibling(&a.record_group))
                 .collect();
             for t in targets {
                 if self.dirty.remove(&t) {
@@ -612,6 +631,7 @@ impl Compiler {
             services: &self.services,
             alias_target: &alias_target,
             shifts: &shifts,
+            explain: self.explain,
         };
         Some(group::compile(
             &env,
@@ -666,7 +686,7 @@ impl Compiler {
                         .records
                         .iter()
                         .filter_map(|r| r.alias.as_ref())
-                        .map(|a| ObjectKey::new(&k.namespace, &a.record_group)),
+                        .map(|a| k.sibling(&a.record_group)),
                 );
             }
         }
@@ -680,7 +700,7 @@ impl Compiler {
         now: Timestamp,
     ) -> Vec<group::ActiveShift> {
         self.shifts
-            .range(ObjectKey::new(&key.namespace, "")..)
+            .range(key.sibling("")..)
             .take_while(|(k, _)| k.namespace == key.namespace)
             .filter(|(_, s)| shift::targets(&s.spec, &key.name, &input.labels))
             .filter_map(|(k, s)| {
@@ -730,7 +750,7 @@ impl Compiler {
         let hit: Vec<ObjectKey> = self
             .groups
             .range(ObjectKey::new(namespace, "")..)
-            .take_while(|(k, _)| k.namespace == namespace)
+            .take_while(|(k, _)| &*k.namespace == namespace)
             .filter(|(k, g)| shift::targets(spec, &k.name, &g.labels))
             .map(|(k, _)| k.clone())
             .collect();
@@ -756,7 +776,6 @@ impl Compiler {
         let Some(input) = self.groups.get(key) else {
             return;
         };
-        let ns = &key.namespace;
         let deps: Vec<(Dep, ObjectKey)> = input
             .spec
             .records
@@ -765,13 +784,13 @@ impl Compiler {
                 [
                     r.health_check_ref
                         .as_ref()
-                        .map(|c| (Dep::Check, ObjectKey::new(ns, &c.name))),
+                        .map(|c| (Dep::Check, key.sibling(&c.name))),
                     r.service
                         .as_ref()
-                        .map(|s| (Dep::Service, ObjectKey::new(ns, &s.name))),
+                        .map(|s| (Dep::Service, key.sibling(&s.name))),
                     r.alias
                         .as_ref()
-                        .map(|a| (Dep::Alias, ObjectKey::new(ns, &a.record_group))),
+                        .map(|a| (Dep::Alias, key.sibling(&a.record_group))),
                 ]
             })
             .flatten()
@@ -782,7 +801,9 @@ impl Compiler {
                 .or_default()
                 .insert(key.clone());
         }
-        self.deps_of.insert(key.clone(), deps);
+        if !deps.is_empty() {
+            self.deps_of.insert(key.clone(), deps);
+        }
     }
 
     /// Takes in what an earlier leader published (S8 across a failover, P6): a group that has
@@ -868,7 +889,7 @@ impl Compiler {
         let mut groups = Vec::new();
         for (gk, g) in self
             .groups
-            .range(ObjectKey::new(&key.namespace, "")..)
+            .range(key.sibling("")..)
             .take_while(|(k, _)| k.namespace == key.namespace)
         {
             if !shift::targets(&shift.spec, &gk.name, &g.labels) || state != ShiftState::Active {
@@ -879,7 +900,7 @@ impl Compiler {
                 .get(gk)
                 .and_then(|o| o.shifts.iter().find(|s| &s.shift == key));
             groups.push(ShiftGroupStatus {
-                record_group: gk.name.clone(),
+                record_group: gk.name.to_string(),
                 applied_status: outcome.map_or(AppliedStatus::NotApplied, |o| o.applied),
                 reason: outcome.and_then(|o| o.reason),
             });

@@ -7,6 +7,7 @@ binaries make (operator/src/rbac.rs, passed as JSON in argv[1]).
 Run through `cargo test -p healthroute-operator --test chart`, which passes the RBAC lists."""
 import json
 import os
+import re
 import sys
 
 import helm_python
@@ -89,6 +90,21 @@ def check_security(docs):
             assert "limits" in c["resources"] and "requests" in c["resources"], path
 
 
+def check_image(docs):
+    """The default image is the one images/build.sh tags: its repository, the workspace's version."""
+    root = os.path.join(HERE, "..", "..")
+    version = re.search(r'^version = "([^"]+)"', open(os.path.join(root, "Cargo.toml")).read(), re.M).group(1)
+    build = open(os.path.join(root, "images", "build.sh")).read()
+    repo = re.search(r'image=\$\{IMAGE:-([^:}]+):\$version\}', build).group(1)
+    want = f"{repo}:{version}"
+    for path, doc in docs:
+        if doc["kind"] != "Deployment":
+            continue
+        for c in doc["spec"]["template"]["spec"]["containers"]:
+            assert c["image"] == want, f"{path}: image {c['image']}, but images/build.sh tags {want}"
+            assert c["command"][0] in ("/healthroute-operator", "/healthroute-resolver"), path
+
+
 def main():
     expected = json.loads(sys.argv[1])
     lint = helm_python.lint(CHART, strict=True)
@@ -99,6 +115,7 @@ def main():
     validate(defaults)
     check_rbac(defaults, expected)
     check_security(defaults)
+    check_image(defaults)
     kinds = {d["kind"] for _, d in defaults}
     assert {"Deployment", "Service", "PodDisruptionBudget", "ClusterRole", "Role"} <= kinds, kinds
     notes = next(v for k, v in out.items() if k.endswith("NOTES.txt"))

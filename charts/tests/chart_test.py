@@ -120,6 +120,11 @@ def main():
     assert {"Deployment", "Service", "PodDisruptionBudget", "ClusterRole", "Role"} <= kinds, kinds
     notes = next(v for k, v in out.items() if k.endswith("NOTES.txt"))
     assert "example.com:53 {" in notes and "forward ." in notes, notes
+    svc = next(d for _, d in defaults if d["kind"] == "Service" and d["metadata"]["name"] == "hr-resolver")
+    assert svc["spec"]["trafficDistribution"] == "PreferSameZone", svc["spec"]
+    off, _ = render({"resolver": {"service": {"trafficDistribution": ""}}})
+    svc = next(d for _, d in off if d["kind"] == "Service" and d["metadata"]["name"] == "hr-resolver")
+    assert "trafficDistribution" not in svc["spec"], svc["spec"]
 
     with open(os.path.join(HERE, "values-all.yaml")) as f:
         everything = yaml.safe_load(f)
@@ -136,7 +141,8 @@ def main():
     assert "shop.example.com:53 {\n    forward . 10.96.0.53" in notes, notes
 
     for bad in ({"zones": []}, {"operator": {"replicas": "two"}}, {"resolver": {"service": {"clusterIP": "not-an-ip"}}},
-                {"resolver": {"checker": {"allowCidrs": ["everything"]}}}):
+                {"resolver": {"checker": {"allowCidrs": ["everything"]}}},
+                {"resolver": {"service": {"trafficDistribution": "SameZonePlease"}}}):
         try:
             render(bad)
         except helm_python.HelmError:

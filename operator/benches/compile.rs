@@ -68,6 +68,8 @@ fn main() {
                     routing_policy: RoutingPolicy::Weighted,
                     ttl: None,
                     records,
+                    zone_affinity: None,
+                    minimum_zone_capacity_percent: None,
                 },
                 labels: Default::default(),
                 created: Some(now),

@@ -275,7 +275,29 @@ pub struct RecordGroupSpec {
     #[schemars(length(min = 1, max = 256))]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["setIdentifier"]))]
     pub records: Vec<RecordSpec>,
+    /// `PreferSameZone`: a resolver answers from the candidates in its own zone while that
+    /// zone has enough of them (SEMANTICS A1-A5). Default `Off`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone_affinity: Option<ZoneAffinity>,
+    /// With `zoneAffinity`: the share of an even split of the healthy capacity (weight, or
+    /// endpoints) below which a zone answers from every zone, in percent. Default 50 (A3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 100))]
+    pub minimum_zone_capacity_percent: Option<u8>,
 }
+
+/// Whether answers prefer the resolver's own zone (SEMANTICS A1).
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, schemars::JsonSchema,
+)]
+pub enum ZoneAffinity {
+    #[default]
+    Off,
+    PreferSameZone,
+}
+
+/// The default of `minimumZoneCapacityPercent` (SEMANTICS A3).
+pub const DEFAULT_MINIMUM_ZONE_CAPACITY_PERCENT: u8 = 50;
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 pub enum RecordTypeSpec {

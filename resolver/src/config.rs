@@ -19,6 +19,8 @@ pub struct FileConfig {
     pub upstream: Option<SocketAddr>,
     pub admin_listen: Option<SocketAddr>,
     pub default_ttl: Option<u32>,
+    /// The zone this resolver runs in (`--zone-name`).
+    pub zone_name: Option<String>,
 }
 
 impl FileConfig {

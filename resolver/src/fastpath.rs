@@ -316,6 +316,8 @@ mod tests {
                     record_type: rtype,
                     ttl: 30,
                     last_resort: false,
+                    zone_affinity: false,
+                    zones: Default::default(),
                     selection: Selection::Fixed(Answer {
                         set_identifier: "x".into(),
                         target: Target::Values(values),
@@ -369,6 +371,7 @@ mod tests {
                 nameservers: vec![],
                 default_ttl: 45,
             }],
+            None,
             counters,
         )
         .expect("builds")
@@ -490,6 +493,7 @@ mod tests {
                 nameservers: vec!["ns1.provider.net.".into(), "ns2.provider.net.".into()],
                 default_ttl: 60,
             }],
+            None,
             &AnswerCounters::default(),
         )
         .expect("builds");
@@ -569,6 +573,8 @@ mod tests {
                     key: "t/mv".into(),
                     name: "mv.example.com.".into(),
                     record_type: RecordType::A,
+                    zone_affinity: false,
+                    zones: Default::default(),
                     ttl: 30,
                     last_resort: false,
                     selection: Selection::MultiValue {
@@ -587,6 +593,7 @@ mod tests {
                     nameservers: vec![],
                     default_ttl: 45,
                 }],
+                None,
                 &counters,
             )
             .expect("builds")

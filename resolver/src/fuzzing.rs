@@ -84,7 +84,7 @@ fn shared() -> &'static Arc<Shared> {
     static SHARED: OnceLock<Arc<Shared>> = OnceLock::new();
     SHARED.get_or_init(|| {
         let metrics = Metrics::new(vec!["example.com.".into()]);
-        let table = ServingTable::build(&compiled(ZONE), &zones(), &metrics.answers)
+        let table = ServingTable::build(&compiled(ZONE), &zones(), None, &metrics.answers)
             .expect("the fuzz table builds");
         let shared = Shared {
             table: Default::default(),
@@ -229,7 +229,7 @@ pub fn published_table(data: &[u8]) {
         };
         if let Ok(Some(table)) = assembler.assemble() {
             let counters = AnswerCounters::default();
-            if let Ok(serving) = ServingTable::build(&table, &zones(), &counters) {
+            if let Ok(serving) = ServingTable::build(&table, &zones(), None, &counters) {
                 for name in table.groups.values().map(|g| g.name.clone()).take(8) {
                     let wire = crate::serving::wire_name(&name);
                     let _ = serving.lookup(

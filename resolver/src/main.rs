@@ -95,9 +95,16 @@ struct ServeArgs {
     /// In a cluster: this resolver's checker name (one per pod).
     #[arg(long = "checker-name", env = "POD_NAME", default_value = "resolver")]
     checker_name: String,
-    /// In a cluster: the zone this checker runs in (`topology.kubernetes.io/zone`).
-    #[arg(long = "checker-zone", env = "CHECKER_ZONE")]
-    checker_zone: Option<String>,
+    /// The zone this resolver runs in (`topology.kubernetes.io/zone`): the zone of its
+    /// checker's views, and the zone whose answers groups with `zoneAffinity` give (A1). In
+    /// standalone mode also `zoneName` in healthroute.yaml.
+    #[arg(
+        long = "zone-name",
+        alias = "checker-zone",
+        env = "CHECKER_ZONE",
+        value_name = "ZONE"
+    )]
+    zone_name: Option<String>,
     /// In a cluster: do not run health checks from this resolver.
     #[arg(long = "no-checker")]
     no_checker: bool,
@@ -204,6 +211,11 @@ fn serve_config(
             .udp_sockets
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
         udp_cpu_affinity: args.udp_cpu_affinity,
+        local_zone: args
+            .zone_name
+            .clone()
+            .or_else(|| file.zone_name.clone())
+            .filter(|z| !z.is_empty()),
     }
 }
 
@@ -226,7 +238,10 @@ async fn serve_standalone(args: ServeArgs, dir: PathBuf) -> Result<(), String> {
     // schedule); its views reach the compiler through the event channel.
     let (events_tx, events_rx) = mpsc::channel(4096);
     let policy = checker_policy(&args, TargetPolicy::standalone_default());
-    let mut checker = Checker::new("standalone", None, policy, events_tx);
+    let mut checker = Checker::new("standalone", config.local_zone.clone(), policy, events_tx);
+    if let Some(zone) = &config.local_zone {
+        tracing::info!(zone, "zone-affinity answers are this zone's (A1)");
+    }
     checker.start_heartbeat(Duration::from_secs(1));
     config.checker = Some((checker.name().to_owned(), checker.metrics.clone()));
     let on_manifests = Box::new(move |m: &healthroute_operator::manifests::Manifests| {
@@ -282,7 +297,7 @@ async fn serve_cluster(args: ServeArgs) -> Result<(), String> {
         let policy = checker_policy(&args, TargetPolicy::cluster_default());
         let mut c = Checker::new(
             args.checker_name.clone(),
-            args.checker_zone.clone(),
+            args.zone_name.clone(),
             policy,
             events_tx,
         );

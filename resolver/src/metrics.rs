@@ -68,15 +68,21 @@ impl Drop for Tally<'_> {
     }
 }
 
-/// Every answer counter this process has had, by (record group, set identifier), and every
-/// group's last-resort counter. Only table builds and the exporter lock it.
 /// (record group, set identifier).
 type RecordKey = (Arc<str>, Arc<str>);
 
+/// A group with zone affinity, and whether its answers come from the resolver's zone.
+type LocalityKey = (Arc<str>, bool);
+
+/// Every answer counter this process has had, by (record group, set identifier), every
+/// group's last-resort counter and its zone-affinity counters. Only table builds and the
+/// exporter lock it.
 #[derive(Default)]
 pub struct AnswerCounters {
     records: Mutex<BTreeMap<RecordKey, Arc<AtomicU64>>>,
     last_resort: Mutex<BTreeMap<Arc<str>, Arc<AtomicU64>>>,
+    /// By group and whether the answer came from this resolver's zone (A5).
+    locality: Mutex<BTreeMap<LocalityKey, Arc<AtomicU64>>>,
 }
 
 impl AnswerCounters {
@@ -92,6 +98,21 @@ impl AnswerCounters {
     pub fn last_resort(&self, group: &Arc<str>) -> Arc<AtomicU64> {
         let mut map = self.last_resort.lock().unwrap_or_else(|p| p.into_inner());
         map.entry(group.clone()).or_default().clone()
+    }
+
+    /// The counter of answers of a group with zone affinity, from this resolver's zone
+    /// (`same_zone`) or from every zone (A5).
+    pub fn locality(&self, group: &Arc<str>, same_zone: bool) -> Arc<AtomicU64> {
+        let mut map = self.locality.lock().unwrap_or_else(|p| p.into_inner());
+        map.entry((group.clone(), same_zone)).or_default().clone()
+    }
+
+    /// The count of zone-affinity answers of `group` (tests).
+    pub fn locality_count(&self, group: &str, same_zone: bool) -> u64 {
+        let map = self.locality.lock().unwrap_or_else(|p| p.into_inner());
+        map.iter()
+            .find(|((g, s), _)| &**g == group && *s == same_zone)
+            .map_or(0, |(_, n)| n.load(Ordering::Relaxed))
     }
 
     /// The count of one record (tests and the simulator).
@@ -115,6 +136,21 @@ impl AnswerCounters {
                 "healthroute_answers_total{{record_group=\"{}\",set_identifier=\"{}\"}} {}",
                 escape(group),
                 escape(id),
+                n.load(Ordering::Relaxed)
+            );
+        }
+        out.push_str("# HELP healthroute_zone_affinity_answers_total Answers of groups with zone affinity, from this resolver's zone (same-zone) or from every zone (all-zones) (A5).\n# TYPE healthroute_zone_affinity_answers_total counter\n");
+        for ((group, same), n) in self
+            .locality
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            let _ = writeln!(
+                out,
+                "healthroute_zone_affinity_answers_total{{record_group=\"{}\",locality=\"{}\"}} {}",
+                escape(group),
+                if *same { "same-zone" } else { "all-zones" },
                 n.load(Ordering::Relaxed)
             );
         }

@@ -35,6 +35,8 @@ pub struct ServeConfig {
     pub udp_sockets: usize,
     /// Whether each UDP loop is pinned to a CPU.
     pub udp_cpu_affinity: Affinity,
+    /// The zone this resolver runs in: groups with zone affinity answer from it (A1).
+    pub local_zone: Option<String>,
     /// An in-process checker whose metrics the admin endpoint exports.
     pub checker: Option<(String, Arc<healthroute_operator::checker::CheckerMetrics>)>,
 }
@@ -119,7 +121,12 @@ pub async fn start(
     {
         match read_table_file(path) {
             Ok(Some(table)) => {
-                let serving = ServingTable::build(&table, &config.zones, &shared.metrics.answers)?;
+                let serving = ServingTable::build(
+                    &table,
+                    &config.zones,
+                    config.local_zone.as_deref(),
+                    &shared.metrics.answers,
+                )?;
                 shared.store(serving);
                 tracing::info!(path = %path.display(), generation = table.generation, "serving the last table from disk");
             }
@@ -183,12 +190,13 @@ pub async fn start(
         let shared = shared.clone();
         let zones = config.zones.clone();
         let path = config.table_file.clone();
+        let local_zone = config.local_zone.clone();
         tasks.push(tokio::spawn(async move {
             loop {
                 let current = tables.borrow_and_update().clone();
                 if let Some(table) = current {
                     let previous = shared.table.load_full();
-                    match ServingTable::build(&table, &zones, &shared.metrics.answers) {
+                    match ServingTable::build(&table, &zones, local_zone.as_deref(), &shared.metrics.answers) {
                         Ok(serving) => {
                             shared.store(serving);
                             tracing::info!(generation = table.generation, groups = table.groups.len(), "serving a new table");

@@ -87,6 +87,9 @@ pub struct GroupCounters {
     /// records).
     pub by_record: Box<[Arc<AtomicU64>]>,
     pub last_resort: Arc<AtomicU64>,
+    /// With zone affinity: the answers of this resolver's zone view (`same-zone`) or of every
+    /// zone (`all-zones`), whichever this table serves (A5).
+    pub locality: Option<Arc<AtomicU64>>,
 }
 
 /// One group, ready to answer.
@@ -249,10 +252,13 @@ pub struct ServingTable {
 }
 
 impl ServingTable {
-    /// Builds the serving form of `table`; its answers count into `counters`' counters.
+    /// Builds the serving form of `table` for a resolver in `local_zone`: each group serves
+    /// its zone view when it has one for that zone (A1), chosen here, once, so that a query
+    /// picks exactly as without affinity. Answers count into `counters`' counters.
     pub fn build(
         table: &RoutingTable<Value>,
         zones: &[ZoneConfig],
+        local_zone: Option<&str>,
         counters: &AnswerCounters,
     ) -> Result<ServingTable, String> {
         let serial = (table.generation % u64::from(u32::MAX)) as u32;
@@ -267,13 +273,27 @@ impl ServingTable {
         let mut names: HashMap<Box<[u8]>, NameEntry> = HashMap::with_capacity(table.groups.len());
         let mut by_key: HashMap<Arc<str>, u32> = HashMap::with_capacity(table.groups.len());
         for group in table.groups.values() {
-            let wire = group.map(&mut |v: &Value| encode_wire(v, group.ttl));
+            let (selection, same_zone) = group.selection_for(local_zone);
+            let wire = CompiledGroup {
+                key: group.key.clone(),
+                name: group.name.clone(),
+                record_type: group.record_type,
+                ttl: group.ttl,
+                last_resort: group.last_resort,
+                selection: selection.map(&mut |v: &Value| encode_wire(v, group.ttl)),
+                zone_affinity: group.zone_affinity,
+                // The other zones' views are not this resolver's to serve.
+                zones: Default::default(),
+            };
             let group_counters = GroupCounters {
-                by_record: set_identifiers(&group.selection)
+                by_record: set_identifiers(selection)
                     .iter()
                     .map(|id| counters.record(&group.key, id))
                     .collect(),
                 last_resort: counters.last_resort(&group.key),
+                locality: group
+                    .zone_affinity
+                    .then(|| counters.locality(&group.key, same_zone)),
             };
             let index = groups.len() as u32;
             let name = wire_name(&group.name);
@@ -458,6 +478,9 @@ impl ServingTable {
         }
         if resolved.last_resort {
             tally.add(&counters.last_resort);
+        }
+        if let Some(c) = &counters.locality {
+            tally.add(c);
         }
         Some(Step {
             group,

@@ -51,6 +51,10 @@ pub struct SimulateArgs {
     /// Print the decision path: which records were candidates, and why the others were not.
     #[arg(long)]
     pub explain: bool,
+    /// Ask as a resolver in this zone does (zone affinity, A1); default: healthroute.yaml's
+    /// `zoneName`, else no zone.
+    #[arg(long = "from-zone", value_name = "ZONE")]
+    pub from_zone: Option<String>,
     /// The zone default TTL (default: healthroute.yaml, else 60).
     #[arg(long = "default-ttl", value_name = "SECONDS")]
     pub default_ttl: Option<u32>,
@@ -171,7 +175,8 @@ pub fn run(args: &SimulateArgs) -> Result<String, String> {
         })
         .collect();
     let counters = AnswerCounters::default();
-    let serving = ServingTable::build(&table, &serving_zones, &counters)?;
+    let from_zone = args.from_zone.clone().or_else(|| file.zone_name.clone());
+    let serving = ServingTable::build(&table, &serving_zones, from_zone.as_deref(), &counters)?;
     let qname = wire_name(&name);
     let qtype = wire_type(rtype);
     let mut rng = fastrand::Rng::with_seed(args.seed);
@@ -235,6 +240,24 @@ pub fn run(args: &SimulateArgs) -> Result<String, String> {
             step.group.wire.ttl
         );
         chained.push(key);
+    }
+    for step in chain.iter() {
+        if !step.group.wire.zone_affinity {
+            continue;
+        }
+        let compiled = table.groups.get(&step.group.wire.key);
+        let zone_line = match (&from_zone, compiled) {
+            (None, _) => {
+                "asked from no zone (--from-zone ZONE): answers from every zone".to_owned()
+            }
+            (Some(z), Some(g)) if g.zones.contains_key(z.as_str()) => {
+                format!("asked from {z}: answers from {z} only")
+            }
+            (Some(z), _) => format!(
+                "asked from {z}: {z} holds no candidate, or too few (A2, A3): answers from every zone"
+            ),
+        };
+        let _ = writeln!(out, "zone affinity ({}): {zone_line}", step.group.wire.key);
     }
     let last_resort = head.group.wire.last_resort;
     let mut rng = fastrand::Rng::with_seed(args.seed);
@@ -529,6 +552,8 @@ mod tests {
                 record_type,
                 ttl: 30,
                 last_resort: false,
+                zone_affinity: false,
+                zones: Default::default(),
                 selection,
             },
         )
@@ -589,7 +614,7 @@ mod tests {
         ) {
             let counters = AnswerCounters::default();
             let zones = [ZoneConfig { apex: "example.com.".into(), nameservers: vec![], default_ttl: 45 }];
-            let serving = ServingTable::build(&table(&groups), &zones, &counters).expect("builds");
+            let serving = ServingTable::build(&table(&groups), &zones, None, &counters).expect("builds");
             let label = NAMES.get(asked).copied().unwrap_or("nope");
             let mut text = format!("{label}.example.com.");
             if upper {

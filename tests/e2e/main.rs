@@ -4,3 +4,4 @@ mod dns;
 mod simulate;
 mod standalone;
 mod support;
+mod zone_affinity;

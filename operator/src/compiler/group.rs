@@ -20,8 +20,8 @@ use healthroute_table::{
 };
 
 use crate::api::{
-    AppliedStatus, NotAppliedReason, RecordGroupSpec, RecordSpec, RecordStatus, RoutingPolicy,
-    ServiceAddresses,
+    AppliedStatus, DEFAULT_MINIMUM_ZONE_CAPACITY_PERCENT, NotAppliedReason, RecordGroupSpec,
+    RecordSpec, RecordStatus, RoutingPolicy, ServiceAddresses, ZoneAffinity,
 };
 
 use super::health::CheckHealth;
@@ -269,6 +269,8 @@ struct Evaluated {
     all_values: Vec<Value>,
     alias: Option<ObjectKey>,
     reason: Option<String>,
+    /// The zone of each value that has one (a static record's `zone`, an endpoint's zone).
+    zones: Vec<(Value, Arc<str>)>,
 }
 
 impl Evaluated {
@@ -390,6 +392,15 @@ pub fn compile(
             reason: e.reason.clone(),
         });
     }
+    let affinity = spec.zone_affinity == Some(ZoneAffinity::PreferSameZone);
+    let zones = if affinity && !last_resort {
+        zone_views(spec, &evaluated, &selection, &mut explain)
+    } else {
+        if affinity {
+            explain.line(|| "zone affinity: not applied under the last resort (A4)".into());
+        }
+        BTreeMap::new()
+    };
     let compiled = CompiledGroup {
         key: env.key.to_string().into(),
         name: name.into(),
@@ -397,6 +408,8 @@ pub fn compile(
         ttl: spec.ttl.unwrap_or(default_ttl),
         last_resort,
         selection,
+        zone_affinity: affinity,
+        zones,
     };
     GroupOutcome {
         compiled: Ok(Arc::new(compiled)),
@@ -442,9 +455,14 @@ fn evaluate_record(
     }
     let mut healthy_values = Vec::new();
     let mut all_values = Vec::new();
+    let mut zones: Vec<(Value, Arc<str>)> = Vec::new();
     if r.values.is_some() {
         // R2 / Z2: static values share the record's zone.
         all_values = p.values.clone();
+        if let Some(zone) = &r.zone {
+            let zone: Arc<str> = zone.as_str().into();
+            zones = p.values.iter().map(|v| (v.clone(), zone.clone())).collect();
+        }
         if let (Some(zone), Some(record_zone)) = (shifted_zone, &r.zone)
             && zone == record_zone
         {
@@ -509,6 +527,10 @@ fn evaluate_record(
         }
         match service.addresses.unwrap_or_default() {
             ServiceAddresses::Endpoints => {
+                zones = eps
+                    .iter()
+                    .filter_map(|e| Some((to_value(&e.address), e.zone.as_deref()?.into())))
+                    .collect();
                 let mut all: Vec<IpAddr> = eps.iter().map(|e| e.address).collect();
                 all.sort();
                 all.dedup();
@@ -544,6 +566,7 @@ fn evaluate_record(
                 all_values,
                 alias: None,
                 reason: Some(n.into()),
+                zones,
             };
         }
     } else if let Some(target) = &p.alias {
@@ -564,6 +587,146 @@ fn evaluate_record(
         all_values,
         alias: p.alias.clone(),
         reason: (!reasons_down.is_empty()).then(|| reasons_down.join("; ")),
+        zones,
+    }
+}
+
+/// Zone affinity (A1–A5): for each zone that holds candidates of `selection`, the part of it
+/// in that zone, when the zone holds at least `minimumZoneCapacityPercent` of an even split of
+/// the candidates' capacity. Capacity is weight for a weighted choice (a record's weight split
+/// evenly over its values), one per value otherwise; values without a zone and alias
+/// targets count in the total and lie in no zone.
+fn zone_views(
+    spec: &RecordGroupSpec,
+    evaluated: &[Evaluated],
+    selection: &Selection<Value>,
+    explain: &mut Explain,
+) -> BTreeMap<Arc<str>, Selection<Value>> {
+    let zone_of: std::collections::HashMap<&Value, &Arc<str>> = evaluated
+        .iter()
+        .rev() // the first record that names a value's zone wins
+        .flat_map(|e| e.zones.iter().map(|(v, z)| (v, z)))
+        .collect();
+    // (capacity, zone) of every candidate value, and the total.
+    let mut capacity: BTreeMap<&Arc<str>, f64> = BTreeMap::new();
+    let mut total = 0.0;
+    let mut count = |values: &[Value], weight: f64| {
+        total += weight;
+        for v in values {
+            if let Some(z) = zone_of.get(v) {
+                *capacity.entry(z).or_default() += weight / values.len() as f64;
+            }
+        }
+    };
+    match selection {
+        Selection::Fixed(a) => {
+            if let Target::Values(vs) = &a.target {
+                for v in vs {
+                    count(std::slice::from_ref(v), 1.0);
+                }
+            } else {
+                count(&[], 1.0);
+            }
+        }
+        Selection::Weighted {
+            cumulative,
+            answers,
+        } => {
+            for (i, a) in answers.iter().enumerate() {
+                let w = f64::from(cumulative[i] - if i == 0 { 0 } else { cumulative[i - 1] });
+                match &a.target {
+                    Target::Values(vs) => count(vs, w),
+                    Target::Alias(_) => count(&[], w),
+                }
+            }
+        }
+        Selection::MultiValue { pool, .. } => {
+            for v in pool {
+                count(std::slice::from_ref(v), 1.0);
+            }
+        }
+    }
+    let percent = spec
+        .minimum_zone_capacity_percent
+        .unwrap_or(DEFAULT_MINIMUM_ZONE_CAPACITY_PERCENT);
+    let zones = capacity.len() as f64;
+    let mut views = BTreeMap::new();
+    if capacity.is_empty() {
+        explain.line(|| {
+            "zone affinity: no candidate has a zone: every resolver answers from all of them".into()
+        });
+    }
+    for (zone, cap) in capacity {
+        let even = total / zones;
+        // A3: at least `percent` of an even split (cap * zones >= percent% of total).
+        if cap * 100.0 + 1e-9 < f64::from(percent) * even {
+            explain.line(|| {
+                format!(
+                    "zone affinity: {zone} holds {} of {} ({:.0}% of an even split, under {percent}%): resolvers there answer from every zone",
+                    fmt_capacity(cap),
+                    fmt_capacity(total),
+                    100.0 * cap / even
+                )
+            });
+            continue;
+        }
+        let in_zone = |v: &Value| zone_of.get(v).is_some_and(|z| *z == zone);
+        let restrict = |a: &Answer<Value>| match &a.target {
+            Target::Values(vs) => {
+                let vs: Vec<Value> = vs.iter().filter(|v| in_zone(v)).cloned().collect();
+                (!vs.is_empty()).then(|| Answer {
+                    set_identifier: a.set_identifier.clone(),
+                    target: Target::Values(vs),
+                })
+            }
+            Target::Alias(_) => None,
+        };
+        let view = match selection {
+            Selection::Fixed(a) => restrict(a).map(Selection::Fixed),
+            Selection::Weighted {
+                cumulative,
+                answers,
+            } => Selection::weighted(answers.iter().enumerate().filter_map(|(i, a)| {
+                let w = cumulative[i] - if i == 0 { 0 } else { cumulative[i - 1] };
+                restrict(a).map(|a| (w, a))
+            })),
+            Selection::MultiValue {
+                set_identifiers,
+                pool,
+                owners,
+            } => {
+                let kept: Vec<usize> = (0..pool.len()).filter(|&i| in_zone(&pool[i])).collect();
+                (!kept.is_empty()).then(|| Selection::MultiValue {
+                    set_identifiers: set_identifiers.clone(),
+                    pool: kept.iter().map(|&i| pool[i].clone()).collect(),
+                    owners: if owners.is_empty() {
+                        Vec::new()
+                    } else {
+                        kept.iter().map(|&i| owners[i]).collect()
+                    },
+                })
+            }
+        };
+        if let Some(view) = view {
+            explain.line(|| {
+                format!(
+                    "zone affinity: {zone} holds {} of {} ({:.0}% of an even split): resolvers there answer from {zone}",
+                    fmt_capacity(cap),
+                    fmt_capacity(total),
+                    100.0 * cap / even
+                )
+            });
+            views.insert(zone.clone(), view);
+        }
+    }
+    views
+}
+
+fn fmt_capacity(c: f64) -> String {
+    if (c - c.round()).abs() < 1e-9 {
+        format!("{c:.0}")
+    } else {
+        format!("{c:.2}")
     }
 }
 

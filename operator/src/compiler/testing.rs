@@ -120,6 +120,8 @@ pub fn mk_group(name: &str, policy: RoutingPolicy, records: Vec<RecordSpec>) -> 
         routing_policy: policy,
         ttl: None,
         records,
+        zone_affinity: None,
+        minimum_zone_capacity_percent: None,
     }
 }
 

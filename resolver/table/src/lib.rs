@@ -375,7 +375,7 @@ impl<'a, V> Sample<'a, V> {
 
 /// One group as the resolver serves it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", bound(deserialize = "V: Deserialize<'de>"))]
 pub struct CompiledGroup<V> {
     /// `namespace/name` of the RecordGroup.
     pub key: GroupKey,
@@ -386,9 +386,26 @@ pub struct CompiledGroup<V> {
     /// True while no record is healthy and SEMANTICS S6 chose among all of them.
     pub last_resort: bool,
     pub selection: Selection<V>,
+    /// `zoneAffinity: PreferSameZone` (SEMANTICS A1): a resolver whose zone is a key of
+    /// `zones` answers from that selection, every other one from `selection`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub zone_affinity: bool,
+    /// Per zone, the candidates of `selection` that lie in it, for the zones that hold enough
+    /// of them (A2, A3). Empty without affinity and under the last resort (A4).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub zones: BTreeMap<Arc<str>, Selection<V>>,
 }
 
 impl<V> CompiledGroup<V> {
+    /// The selection a resolver in `zone` answers from (A1: its zone's, else every zone's),
+    /// and whether it is its zone's.
+    pub fn selection_for(&self, zone: Option<&str>) -> (&Selection<V>, bool) {
+        match zone.and_then(|z| self.zones.get(z)) {
+            Some(s) => (s, true),
+            None => (&self.selection, false),
+        }
+    }
+
     pub fn map<W>(&self, f: &mut impl FnMut(&V) -> W) -> CompiledGroup<W> {
         CompiledGroup {
             key: self.key.clone(),
@@ -397,6 +414,12 @@ impl<V> CompiledGroup<V> {
             ttl: self.ttl,
             last_resort: self.last_resort,
             selection: self.selection.map(f),
+            zone_affinity: self.zone_affinity,
+            zones: self
+                .zones
+                .iter()
+                .map(|(z, s)| (z.clone(), s.map(f)))
+                .collect(),
         }
     }
 }
@@ -536,6 +559,8 @@ mod tests {
             record_type: RecordType::A,
             ttl: 60,
             last_resort: false,
+            zone_affinity: false,
+            zones: Default::default(),
             selection,
         }
     }
@@ -684,6 +709,8 @@ mod tests {
                 key: "ns/g".into(),
                 name: "g.example.com.".into(),
                 record_type: RecordType::A,
+                zone_affinity: false,
+                zones: Default::default(),
                 ttl: 30,
                 last_resort: true,
                 selection: Selection::Fixed(Answer {
@@ -695,5 +722,52 @@ mod tests {
         let json = serde_json::to_string(&table).expect("serializes");
         let back: RoutingTable = serde_json::from_str(&json).expect("parses");
         assert_eq!(back, table);
+    }
+
+    // SEM-A5 SEM-A1: the zone views travel in the published table (a table without them, as
+    // older operators wrote it, reads as no affinity); a resolver picks its zone's view, one
+    // in another zone or in none the group's selection.
+    #[test]
+    fn zone_views_round_trip_and_are_chosen_by_zone() {
+        let fixed = |id: &str, ip: u8| {
+            Selection::Fixed(Answer {
+                set_identifier: id.into(),
+                target: Target::Values(vec![Value::A(Ipv4Addr::new(192, 0, 2, ip))]),
+            })
+        };
+        let group = CompiledGroup {
+            key: "ns/g".into(),
+            name: "g.example.com.".into(),
+            record_type: RecordType::A,
+            ttl: 30,
+            last_resort: false,
+            selection: Selection::weighted([
+                (1, mk_answer_value("a", 1)),
+                (1, mk_answer_value("b", 2)),
+            ])
+            .expect("weighted"),
+            zone_affinity: true,
+            zones: [("zone-a".into(), fixed("a", 1))].into_iter().collect(),
+        };
+        let json = serde_json::to_string(&group).expect("serializes");
+        assert!(json.contains(r#""zoneAffinity":true"#) && json.contains(r#""zones":{"zone-a""#));
+        let back: CompiledGroup<Value> = serde_json::from_str(&json).expect("parses");
+        assert_eq!(back, group);
+        assert_eq!(back.selection_for(Some("zone-a")), (&fixed("a", 1), true));
+        assert_eq!(back.selection_for(Some("zone-b")), (&group.selection, false));
+        assert_eq!(back.selection_for(None), (&group.selection, false));
+
+        let old = json
+            .replace(r#","zoneAffinity":true"#, "")
+            .replace(&json[json.find(r#","zones""#).expect("zones")..json.len() - 1], "");
+        let old: CompiledGroup<Value> = serde_json::from_str(&old).expect("parses");
+        assert!(!old.zone_affinity && old.zones.is_empty());
+    }
+
+    fn mk_answer_value(id: &str, ip: u8) -> Answer<Value> {
+        Answer {
+            set_identifier: id.into(),
+            target: Target::Values(vec![Value::A(Ipv4Addr::new(192, 0, 2, ip))]),
+        }
     }
 }

@@ -134,6 +134,9 @@ def main():
     check_security(docs)
     kinds = {d["kind"] for _, d in docs}
     assert {"HorizontalPodAutoscaler", "ServiceMonitor"} <= kinds, kinds
+    operator = next(d for _, d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "hr-operator")
+    args = operator["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--metric-allow=10.0.0.0/8" in args and "--metric-deny=10.1.0.0/16" in args, args
     svc = next(d for _, d in docs if d["kind"] == "Service" and d["metadata"]["name"] == "hr-resolver")
     assert svc["spec"]["clusterIP"] == "10.96.0.53"
     assert {p["protocol"] for p in svc["spec"]["ports"] if p["port"] == 53} == {"UDP", "TCP"}

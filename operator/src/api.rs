@@ -32,11 +32,17 @@ pub const VERSION: &str = "v1alpha1";
     namespaced,
     status = "HealthCheckStatus",
     shortname = "hc",
-    doc = "A health check: an HTTP, HTTPS or TCP probe run by checkers in several zones, or a calculation over other checks.",
+    doc = "A health check: an HTTP, HTTPS or TCP probe run by checkers in several zones, a calculation over other checks, or a Prometheus query.",
     printcolumn(name = "Type", type_ = "string", json_path = ".spec.type"),
     printcolumn(name = "Target", type_ = "string", json_path = ".spec.target.address"),
     printcolumn(name = "Port", type_ = "integer", json_path = ".spec.target.port"),
     printcolumn(name = "Healthy", type_ = "boolean", json_path = ".status.healthy"),
+    printcolumn(
+        name = "Alarm",
+        type_ = "string",
+        json_path = ".status.metric.state",
+        description = "Metric checks: OK, ALARM or INSUFFICIENT_DATA at the last evaluation"
+    ),
     printcolumn(
         name = "Checkers",
         type_ = "string",
@@ -50,8 +56,9 @@ pub const VERSION: &str = "v1alpha1";
     )
 )]
 #[x_kube(
-    validation = Rule::new("self.type == 'Calculated' || has(self.target)").message("target is required for HTTP, HTTPS and TCP checks"),
-    validation = Rule::new("self.type != 'Calculated' || !has(self.target)").message("target is not allowed for Calculated checks"),
+    validation = Rule::new("self.type == 'Calculated' || self.type == 'Metric' || has(self.target)").message("target is required for HTTP, HTTPS and TCP checks"),
+    validation = Rule::new("(self.type != 'Calculated' && self.type != 'Metric') || !has(self.target)").message("target is not allowed for Calculated and Metric checks"),
+    validation = Rule::new("self.type == 'Metric' ? has(self.metric) : !has(self.metric)").message("metric is required for, and only allowed with, type Metric"),
     validation = Rule::new("self.type == 'Calculated' ? has(self.calculated) : !has(self.calculated)").message("calculated is required for, and only allowed with, type Calculated"),
     validation = Rule::new("!has(self.searchString) || self.type == 'HTTP' || self.type == 'HTTPS'").message("searchString is only allowed with HTTP and HTTPS checks"),
     validation = Rule::new("!has(self.target) || !has(self.target.path) || self.type == 'HTTP' || self.type == 'HTTPS'").message("target.path is only allowed with HTTP and HTTPS checks"),
@@ -100,6 +107,69 @@ pub struct HealthCheckSpec {
     /// Type Calculated only: healthy when at least `healthThreshold` children are healthy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calculated: Option<CalculatedCheck>,
+    /// Type Metric only: a Prometheus query, in ALARM (unhealthy) while it returns samples
+    /// (SEMANTICS H13-H15).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metric: Option<MetricCheck>,
+}
+
+/// A Prometheus alert expression as a health check (H13).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MetricCheck {
+    pub prometheus: PrometheusSource,
+    /// An instant query (PromQL). Samples in the result: ALARM; an empty vector: OK.
+    #[schemars(length(min = 1, max = 4096))]
+    pub query: String,
+    /// What an evaluation without data (a query error, a timeout, Prometheus unreachable)
+    /// counts as: `Healthy`, `Unhealthy`, or `LastKnownStatus` (the default: no observation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub insufficient_data_health_status: Option<InsufficientDataHealthStatus>,
+}
+
+/// Where the Prometheus HTTP API is, and how to authenticate to it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PrometheusSource {
+    /// Base URL of the Prometheus server, `http://` or `https://` (`/api/v1/query` is added).
+    #[schemars(length(min = 1, max = 2048))]
+    #[x_kube(validation = Rule::new("self.matches('^https?://[^/?#@ ]+(/[^?# ]*)?$')").message("url must be http:// or https://, a host and an optional path, without credentials, query or fragment"))]
+    pub url: String,
+    /// A Secret in the check's namespace whose key holds the bearer token (cluster).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bearer_token_secret_ref: Option<SecretKeyRef>,
+    /// A Secret in the check's namespace whose key holds the CA bundle (PEM) that signs the
+    /// server's certificate (cluster). Without one, an https URL is verified against nothing
+    /// and refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_secret_ref: Option<SecretKeyRef>,
+    /// Standalone mode: a file holding the bearer token (relative to the manifest directory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bearer_token_file: Option<String>,
+    /// Standalone mode: a PEM file of the CA bundle (relative to the manifest directory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<String>,
+}
+
+/// A key of a Secret in the object's namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretKeyRef {
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    #[schemars(length(min = 1, max = 253))]
+    pub key: String,
+}
+
+/// What a Metric check's evaluation without data counts as (H13).
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema,
+)]
+pub enum InsufficientDataHealthStatus {
+    Healthy,
+    Unhealthy,
+    #[default]
+    LastKnownStatus,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -127,6 +197,8 @@ pub enum CheckType {
     #[serde(rename = "TCP")]
     Tcp,
     Calculated,
+    /// A Prometheus query (H13).
+    Metric,
 }
 
 impl HealthCheckSpec {
@@ -192,10 +264,29 @@ pub struct HealthCheckStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
     pub checkers: Vec<CheckerStatus>,
+    /// Type Metric: the last evaluation (H14).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metric: Option<MetricStatus>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+}
+
+/// The last evaluation of a Metric check (H14).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MetricStatus {
+    /// `OK`, `ALARM` or `INSUFFICIENT_DATA`.
+    pub state: String,
+    /// The samples, in words: "no samples", "2 samples, first 0.07".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    /// Why there was no data, when there was none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_evaluated: Option<Time>,
 }
 
 /// One checker's view of a check (SEMANTICS H5, already thresholded).

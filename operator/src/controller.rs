@@ -33,6 +33,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use crate::api::{HealthCheck, RecordGroup, RecordGroupStatus, ZonalShift};
+use crate::checker::{Checker, CheckerEvent, METRIC_EVALUATOR, TargetPolicy};
 use crate::compiler::ObjectKey;
 pub use crate::index::{CHECKER_LABEL, Index, Input};
 pub use crate::metrics::OperatorMetrics;
@@ -54,6 +55,8 @@ pub struct Config {
     pub debounce: Duration,
     /// The status writer: concurrency, timeout per request, and this replica's name.
     pub status: WriterConfig,
+    /// Where the leader's Metric-check evaluator may connect (H15, as H12 for checkers).
+    pub metric_policy: TargetPolicy,
 }
 
 impl Config {
@@ -66,6 +69,7 @@ impl Config {
             default_ttl: crate::compiler::DEFAULT_TTL,
             debounce: Duration::from_millis(20),
             status: WriterConfig::default(),
+            metric_policy: TargetPolicy::cluster_default(),
         }
     }
 }
@@ -170,7 +174,7 @@ pub async fn run_with(
     let queue = StatusQueue::default();
     let (writer_leader_tx, writer_leader) = watch::channel(false);
     let writer_task = tokio::spawn(status_writer::run(
-        client,
+        client.clone(),
         queue.clone(),
         writer_leader,
         metrics.clone(),
@@ -178,7 +182,20 @@ pub async fn run_with(
         shutdown.clone(),
     ));
 
+    // H14: the leader evaluates Metric checks, once for the cluster; its views reach the
+    // compiler here, in memory, and its last evaluation goes out with the check's status.
+    let (evaluations_tx, mut evaluations) = mpsc::channel(1024);
+    let mut evaluator = Checker::new(
+        METRIC_EVALUATOR,
+        None,
+        config.metric_policy.clone(),
+        evaluations_tx,
+    )
+    .metric_checks_only(crate::checker::metric::secret_credentials(client.clone()));
+    evaluator.start_heartbeat(Duration::from_secs(1));
+
     let mut control = Control::new(&config, metrics.clone(), queue, requests_tx);
+    control.evaluator = Some(evaluator);
     let mut inputs = inputs;
     let mut due: Option<Instant> = None;
     let mut last_compile: Option<Instant> = None;
@@ -214,6 +231,14 @@ pub async fn run_with(
             Some(fb) = feedback.recv() => {
                 if control.take_feedback(fb) {
                     due = Some(Instant::now());
+                }
+            }
+            Some(event) = evaluations.recv() => {
+                let view = matches!(event, CheckerEvent::View { .. });
+                control.take_evaluation(event);
+                if view {
+                    let earliest = last_compile.map_or(Instant::now(), |t| t + config.debounce);
+                    due.get_or_insert(earliest.max(Instant::now()));
                 }
             }
             Some(input) = inputs.next() => {
@@ -265,6 +290,12 @@ struct Control {
     /// The status last handed to the writer, per object, this term.
     sent: HashMap<StatusKey, Json>,
     watch_errors: ErrorLog,
+    /// The leader's Metric-check evaluator (H14): follows the checks while leading.
+    evaluator: Option<Checker>,
+    /// The last evaluation of each Metric check, for its status.
+    metric_status: HashMap<ObjectKey, crate::api::MetricStatus>,
+    /// Metric checks whose status has a newer evaluation to show.
+    metric_dirty: BTreeSet<ObjectKey>,
 }
 
 impl Control {
@@ -290,6 +321,41 @@ impl Control {
             full_status: false,
             sent: HashMap::new(),
             watch_errors: ErrorLog::default(),
+            evaluator: None,
+            metric_status: HashMap::new(),
+            metric_dirty: BTreeSet::new(),
+        }
+    }
+
+    /// Runs exactly the Metric checks of the index while leading, none otherwise.
+    fn sync_evaluator(&mut self) {
+        let leading = self.term != 0;
+        if let Some(evaluator) = &mut self.evaluator {
+            if leading {
+                evaluator.sync(self.index.checks.iter().map(|(k, c)| (k, &c.spec)));
+            } else {
+                evaluator.sync(std::iter::empty());
+            }
+        }
+    }
+
+    /// Takes in one event of the evaluator: a view of a Metric check, or its heartbeat.
+    fn take_evaluation(&mut self, event: CheckerEvent) {
+        match event {
+            CheckerEvent::View { check, view } => {
+                if self.term == 0 {
+                    return; // from a term that ended
+                }
+                self.metric_status.insert(
+                    check.clone(),
+                    crate::checker::metric_status(&view, Some(Timestamp::now())),
+                );
+                self.metric_dirty.insert(check.clone());
+                self.index.compiler.set_check_view(&check, view);
+            }
+            CheckerEvent::Heartbeat { checker, at } => {
+                self.index.compiler.set_heartbeat(checker, at);
+            }
         }
     }
 
@@ -302,8 +368,12 @@ impl Control {
             }
             return;
         }
+        let check = matches!(input, Input::Check(_));
         self.index.apply(input);
         OperatorMetrics::add(&self.metrics.events, 1);
+        if check && self.term != 0 {
+            self.sync_evaluator();
+        }
     }
 
     /// A new term begins with a read-back; a term that ends drops every unsent status.
@@ -323,7 +393,10 @@ impl Control {
             self.term = self.terms;
         } else {
             self.term = 0;
+            self.metric_status.clear();
+            self.metric_dirty.clear();
         }
+        self.sync_evaluator();
         self.requests.send_replace(PublishRequest {
             term: self.term,
             floor: self.index.highest_served_generation(),
@@ -440,11 +513,16 @@ impl Control {
         let full = std::mem::take(&mut self.full_status);
         self.awaiting.extend(report.changed_groups);
         self.settle_groups();
-        let checks: Vec<ObjectKey> = if full {
+        let mut checks: Vec<ObjectKey> = if full {
             self.index.checks.keys().cloned().collect()
         } else {
             report.changed_checks
         };
+        for key in std::mem::take(&mut self.metric_dirty) {
+            if !checks.contains(&key) {
+                checks.push(key);
+            }
+        }
         for key in checks {
             self.check_status(&key, now);
         }
@@ -528,7 +606,13 @@ impl Control {
             Some(j) => serde_json::from_value(j.clone()).ok(),
             None => c.status.clone(),
         };
-        let body = status::health_check(health, old.as_ref(), c.metadata.generation, now);
+        let mut body = status::health_check(health, old.as_ref(), c.metadata.generation, now);
+        if let (Some(m), Some(obj)) = (self.metric_status.get(key), body.as_object_mut()) {
+            obj.insert(
+                "metric".into(),
+                serde_json::to_value(m).unwrap_or(Json::Null),
+            );
+        }
         let update = StatusUpdate {
             kind: "HealthCheck",
             key: key.clone(),

@@ -173,6 +173,16 @@ impl Index {
                 message: v.message.clone(),
             })
             .collect();
+        // The leader's own Metric-check view lives in memory only (H14): a status event (often
+        // the echo of our own write) must not drop it.
+        if let Some(own) = self
+            .compiler
+            .check_view(&key, crate::checker::METRIC_EVALUATOR)
+            .cloned()
+        {
+            input.views.retain(|v| v.checker != own.checker);
+            input.views.push(own);
+        }
         self.compiler.upsert_check(key.clone(), input);
         self.checks.insert(key, c);
     }

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use healthroute_operator::admin::{self, AdminState};
+use healthroute_operator::checker::{Cidr, TargetPolicy};
 use healthroute_operator::compiler::{DEFAULT_TTL, ServedZones};
 use healthroute_operator::controller::{self, Config, OperatorMetrics};
 use healthroute_operator::status_writer::WriterConfig;
@@ -56,6 +57,14 @@ struct Args {
         default_value = "0.0.0.0:9090"
     )]
     admin_listen: SocketAddr,
+    /// Metric checks (H15): only query Prometheus servers in these ranges (CIDR, repeatable).
+    /// A range inside a default-denied one (loopback, link-local) admits it on purpose.
+    #[arg(long = "metric-allow", value_name = "CIDR")]
+    metric_allow: Vec<Cidr>,
+    /// Metric checks: never query Prometheus servers in these ranges (CIDR, repeatable), on
+    /// top of the defaults (link-local, 0.0.0.0/8, ::, loopback).
+    #[arg(long = "metric-deny", value_name = "CIDR")]
+    metric_deny: Vec<Cidr>,
     /// Log as JSON lines.
     #[arg(long = "log-json")]
     log_json: bool,
@@ -133,6 +142,12 @@ async fn run(args: Args) -> Result<(), String> {
             concurrency: args.status_concurrency.max(1),
             timeout: Duration::from_secs(args.status_timeout.max(1)),
             identity: args.identity.clone(),
+        },
+        metric_policy: {
+            let mut policy = TargetPolicy::cluster_default();
+            policy.allow = args.metric_allow.clone();
+            policy.deny.extend(args.metric_deny.iter().copied());
+            policy
         },
         ..Config::new(args.namespace.clone(), zones)
     };

@@ -731,6 +731,48 @@ spec: {awayFrom: zone-b, target: {recordGroup: api}, expiresIn: 100h}
         }
     }
 
+    // SEM-H13 SEM-H15: a Metric check needs `metric` and no target; its URL is http(s) with a
+    // host and no credentials, query or fragment.
+    #[test]
+    fn metric_checks_are_validated_like_the_api_server_would() {
+        let check = |spec: &str| {
+            format!(
+                "apiVersion: healthroute.io/v1alpha1\nkind: HealthCheck\nmetadata: {{name: m, namespace: shop}}\nspec: {spec}\n"
+            )
+        };
+        let good = check(
+            "{type: Metric, metric: {prometheus: {url: 'http://prometheus.monitoring:9090/prom'}, query: 'up == 0'}}",
+        );
+        let m = load(&good).expect("a good Metric check");
+        let spec = &m.checks[&ObjectKey::new("shop", "m")].spec;
+        assert_eq!(
+            spec.metric.as_ref().map(|x| x.query.as_str()),
+            Some("up == 0")
+        );
+        for (spec, want) in [
+            ("{type: Metric}", "metric is required"),
+            (
+                "{type: Metric, target: {address: 192.0.2.1, port: 80}, metric: {prometheus: {url: 'http://p:9090'}, query: up}}",
+                "target is not allowed",
+            ),
+            (
+                "{type: HTTP, target: {address: 192.0.2.1, port: 80}, metric: {prometheus: {url: 'http://p:9090'}, query: up}}",
+                "only allowed with, type Metric",
+            ),
+            (
+                "{type: Metric, metric: {prometheus: {url: 'http://user:pw@p:9090'}, query: up}}",
+                "url must be http",
+            ),
+            (
+                "{type: Metric, metric: {prometheus: {url: 'ftp://p'}, query: up}}",
+                "url must be http",
+            ),
+        ] {
+            let errs = load(&check(spec)).expect_err(spec).to_string();
+            assert!(errs.contains(want), "{spec}: {errs}");
+        }
+    }
+
     #[test]
     fn duplicates_and_garbage_are_errors() {
         let twice = format!("{GOOD}\n---\n{}", GOOD.split("---").next().unwrap_or(""));

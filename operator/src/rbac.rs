@@ -72,6 +72,14 @@ pub const OPERATOR: &[Access] = &[
         verbs: &["create", "patch"],
         cluster: true,
     },
+    // Metric checks (H15): the bearer token and CA of a check's Prometheus, by name, from
+    // the check's namespace. `get` only: the operator never lists or watches Secrets.
+    Access {
+        api_group: "",
+        resource: "secrets",
+        verbs: &["get"],
+        cluster: true,
+    },
     Access {
         api_group: "",
         resource: "configmaps",

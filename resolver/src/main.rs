@@ -238,7 +238,11 @@ async fn serve_standalone(args: ServeArgs, dir: PathBuf) -> Result<(), String> {
     // schedule); its views reach the compiler through the event channel.
     let (events_tx, events_rx) = mpsc::channel(4096);
     let policy = checker_policy(&args, TargetPolicy::standalone_default());
-    let mut checker = Checker::new("standalone", config.local_zone.clone(), policy, events_tx);
+    // Metric checks (H14) run here too: in standalone mode this process is the whole cluster.
+    let mut checker = Checker::new("standalone", config.local_zone.clone(), policy, events_tx)
+        .with_metric_checks(healthroute_operator::checker::metric::file_credentials(
+            dir.clone(),
+        ));
     if let Some(zone) = &config.local_zone {
         tracing::info!(zone, "zone-affinity answers are this zone's (A1)");
     }

@@ -36,6 +36,10 @@ pub struct SimulateArgs {
     /// Treat this HealthCheck (`name` or `namespace/name`) as seen unhealthy by its checkers.
     #[arg(long, value_name = "HEALTHCHECK")]
     pub unhealthy: Vec<String>,
+    /// Treat this Metric check (`name` or `namespace/name`) as having evaluated to `ok`,
+    /// `alarm` or `nodata` for long enough to flip (H13): `NAME=STATE`.
+    #[arg(long, value_name = "NAME=STATE")]
+    pub alarm: Vec<String>,
     /// Treat the endpoint with this address as not ready (and not serving).
     #[arg(long = "not-ready", value_name = "IP")]
     pub not_ready: Vec<IpAddr>,
@@ -123,6 +127,66 @@ pub fn run(args: &SimulateArgs) -> Result<String, String> {
                     message: Some("--unhealthy".into()),
                 },
             );
+        }
+    }
+    for wanted in &args.alarm {
+        let (name, state) = wanted
+            .split_once('=')
+            .ok_or_else(|| format!("--alarm {wanted}: write NAME=ok, NAME=alarm or NAME=nodata"))?;
+        let keys: Vec<ObjectKey> = manifests
+            .checks
+            .keys()
+            .filter(|k| k.to_string() == name || &*k.name == name)
+            .cloned()
+            .collect();
+        if keys.is_empty() {
+            return Err(format!(
+                "--alarm {wanted}: no HealthCheck of that name in the directory"
+            ));
+        }
+        for key in keys {
+            let spec = &manifests.checks[&key].spec;
+            let Some(metric) = spec
+                .metric
+                .as_ref()
+                .filter(|_| spec.check_type == CheckType::Metric)
+            else {
+                return Err(format!("--alarm {wanted}: {key} is not a Metric check"));
+            };
+            use healthroute_operator::api::InsufficientDataHealthStatus as Nodata;
+            let healthy = match state.to_ascii_lowercase().as_str() {
+                "ok" => Some(true),
+                "alarm" => Some(false),
+                "nodata" => match metric.insufficient_data_health_status.unwrap_or_default() {
+                    Nodata::Healthy => Some(true),
+                    Nodata::Unhealthy => Some(false),
+                    // No observation: the check keeps the status it had (H13, H6).
+                    Nodata::LastKnownStatus => None,
+                },
+                other => {
+                    return Err(format!(
+                        "--alarm {wanted}: {other:?} is not ok, alarm or nodata"
+                    ));
+                }
+            };
+            if let Some(healthy) = healthy {
+                compiler.set_check_view(
+                    &key,
+                    CheckerView {
+                        checker: SIMULATOR.into(),
+                        zone: None,
+                        healthy,
+                        message: Some(format!(
+                            "{}: simulated (--alarm {state})",
+                            match state.to_ascii_lowercase().as_str() {
+                                "ok" => "OK",
+                                "alarm" => "ALARM",
+                                _ => "INSUFFICIENT_DATA",
+                            }
+                        )),
+                    },
+                );
+            }
         }
     }
     compiler.set_heartbeat(SIMULATOR, now);

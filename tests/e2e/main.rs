@@ -1,6 +1,7 @@
 //! End-to-end tests: the real `healthroute-resolver` binary, on the real example files.
 
 mod dns;
+mod metric;
 mod simulate;
 mod standalone;
 mod support;

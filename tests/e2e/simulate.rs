@@ -362,3 +362,42 @@ fn simulator_and_resolver_follow_a_cname_chain() {
         );
     }
 }
+
+// SEM-H13 SEM-H14: the simulator's --alarm: ALARM moves every answer to blue, OK keeps the
+// 50/50 split, no data with LastKnownStatus keeps the last status (healthy, H6); a name
+// that is not a Metric check is an error.
+#[test]
+fn metric_check_example() {
+    let ok = simulate(
+        "metric-check",
+        &["--alarm", "green-errors=ok", "api.example.com"],
+    );
+    assert!((share(&ok, "192.0.2.20") - 50.0).abs() < 3.0, "{ok}");
+    let alarm = simulate(
+        "metric-check",
+        &[
+            "--alarm",
+            "green-errors=alarm",
+            "--explain",
+            "api.example.com",
+        ],
+    );
+    assert_eq!(share(&alarm, "192.0.2.10"), 100.0, "{alarm}");
+    assert!(alarm.contains("metric ALARM"), "{alarm}");
+    let nodata = simulate(
+        "metric-check",
+        &["--alarm", "green-errors=nodata", "api.example.com"],
+    );
+    assert!(
+        (share(&nodata, "192.0.2.20") - 50.0).abs() < 3.0,
+        "{nodata}"
+    );
+    let out = crate::support::resolver()
+        .args(["simulate", "--manifests"])
+        .arg(crate::support::repo().join("examples/metric-check"))
+        .args(["--alarm", "green-errors=maybe", "api.example.com"])
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not ok, alarm or nodata"));
+}

@@ -11,6 +11,7 @@
 //! waits on its own target (bounded by its timeouts), so a hung target delays no other check;
 //! a per-target semaphore bounds how many probes hit one address at once.
 
+pub mod metric;
 pub mod policy;
 pub mod probe;
 
@@ -25,11 +26,17 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
-use crate::api::HealthCheckSpec;
+use crate::api::{
+    CheckType, HealthCheckSpec, InsufficientDataHealthStatus, MetricCheck, PrometheusSource,
+};
 use crate::compiler::{CheckerView, ObjectKey};
+use metric::{Credentials, Endpoint, Evaluation};
 
 pub use policy::{Cidr, TargetPolicy};
 pub use probe::{Observation, ProbeSpec, probe};
+
+/// The checker name of the operator leader's Metric-check evaluator (H14).
+pub const METRIC_EVALUATOR: &str = "metric-evaluator";
 
 /// Probes of one target address that may run at once.
 pub const PER_TARGET_CONCURRENCY: usize = 8;
@@ -154,8 +161,46 @@ struct Running {
     task: JoinHandle<()>,
 }
 
+/// What a Metric check's credentials resolve to, looked up at each evaluation (a Secret in a
+/// cluster, files in standalone mode), so that a rotated token is used at once.
+pub type CredentialFuture =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Credentials, String>> + Send>>;
+/// Looks up the credentials of one check's Prometheus source.
+pub type CredentialSource =
+    Arc<dyn Fn(&ObjectKey, &PrometheusSource) -> CredentialFuture + Send + Sync>;
+
+/// Which checks a checker runs (H14: Metric checks once for the whole cluster).
+#[derive(Clone)]
+enum Runs {
+    /// HTTP, HTTPS and TCP probes (the checkers in the resolver pods).
+    Probes,
+    /// Probes and Metric checks (standalone mode).
+    ProbesAndMetrics(CredentialSource),
+    /// Metric checks only (the operator's leader).
+    Metrics(CredentialSource),
+}
+
+impl Runs {
+    fn runs(&self, spec: &HealthCheckSpec) -> bool {
+        let metric = spec.check_type == CheckType::Metric && spec.metric.is_some();
+        let probe = ProbeSpec::from_check(spec).is_some();
+        match self {
+            Runs::Probes => probe,
+            Runs::ProbesAndMetrics(_) => probe || metric,
+            Runs::Metrics(_) => metric,
+        }
+    }
+    fn credentials(&self) -> Option<&CredentialSource> {
+        match self {
+            Runs::Probes => None,
+            Runs::ProbesAndMetrics(c) | Runs::Metrics(c) => Some(c),
+        }
+    }
+}
+
 /// Runs the probes of a set of checks. Dropping it stops them.
 pub struct Checker {
+    runs: Runs,
     name: String,
     zone: Option<String>,
     policy: Arc<TargetPolicy>,
@@ -174,6 +219,7 @@ impl Checker {
         events: mpsc::Sender<CheckerEvent>,
     ) -> Self {
         Checker {
+            runs: Runs::Probes,
             name: name.into(),
             zone,
             policy: Arc::new(policy),
@@ -183,6 +229,18 @@ impl Checker {
             metrics: Default::default(),
             heartbeat: None,
         }
+    }
+
+    /// Runs Metric checks too, with their credentials from `source` (standalone mode).
+    pub fn with_metric_checks(mut self, source: CredentialSource) -> Self {
+        self.runs = Runs::ProbesAndMetrics(source);
+        self
+    }
+
+    /// Runs Metric checks only (the operator's leader, H14).
+    pub fn metric_checks_only(mut self, source: CredentialSource) -> Self {
+        self.runs = Runs::Metrics(source);
+        self
     }
 
     pub fn name(&self) -> &str {
@@ -216,7 +274,7 @@ impl Checker {
     ) {
         let mut wanted: HashMap<ObjectKey, &HealthCheckSpec> = HashMap::new();
         for (key, spec) in checks {
-            if ProbeSpec::from_check(spec).is_some() && !spec.disabled {
+            if self.runs.runs(spec) && !spec.disabled {
                 wanted.insert(key.clone(), spec);
             }
         }
@@ -257,6 +315,7 @@ impl Checker {
             events: self.events.clone(),
             limits: self.limits.clone(),
             metrics: self.metrics.clone(),
+            credentials: self.runs.credentials().cloned(),
         };
         tokio::spawn(ctx.run().instrument(span))
     }
@@ -282,6 +341,7 @@ struct CheckTask {
     events: mpsc::Sender<CheckerEvent>,
     limits: TargetLimits,
     metrics: Arc<CheckerMetrics>,
+    credentials: Option<CredentialSource>,
 }
 
 impl CheckTask {
@@ -296,6 +356,11 @@ impl CheckTask {
     }
 
     async fn run(self) {
+        if let (Some(metric), Some(credentials)) =
+            (self.spec.metric.clone(), self.credentials.clone())
+        {
+            return self.run_metric(metric, credentials).await;
+        }
         let Some(probe_spec) = ProbeSpec::from_check(&self.spec) else {
             return;
         };
@@ -379,6 +444,105 @@ impl CheckTask {
                 }
             }
         }
+    }
+}
+
+impl CheckTask {
+    /// A Metric check (H13): one query per interval; samples are a failure, an empty vector a
+    /// success, no data what `insufficientDataHealthStatus` says (by default nothing: the view
+    /// stays as it was). Thresholds (H5) count those observations. Every evaluation whose
+    /// outcome reads differently is reported, so that status shows the last one (H14).
+    async fn run_metric(self, metric: MetricCheck, credentials: CredentialSource) {
+        let interval = Duration::from_secs(u64::from(self.spec.request_interval_seconds.max(1)));
+        let connect_timeout = Duration::from_secs(u64::from(self.spec.connect_timeout_seconds()));
+        let timeout = Duration::from_secs(u64::from(self.spec.response_timeout_seconds.max(1)));
+        let insufficient = metric.insufficient_data_health_status.unwrap_or_default();
+        let mut state = Threshold::new(self.spec.failure_threshold);
+        let mut reported: Option<(bool, String)> = None;
+        let mut next = tokio::time::Instant::now() + phase(&self.key, interval);
+        loop {
+            tokio::time::sleep_until(next).await;
+            next += interval;
+            let now = tokio::time::Instant::now();
+            if next < now {
+                next = now + interval;
+            }
+            let started = std::time::Instant::now();
+            let evaluation = match (credentials)(&self.key, &metric.prometheus).await {
+                Err(why) => Evaluation::NoData(why),
+                Ok(creds) => match Endpoint::parse(&metric.prometheus.url, creds) {
+                    Err(why) => Evaluation::NoData(why),
+                    Ok(endpoint) => {
+                        metric::evaluate(
+                            &endpoint,
+                            &metric.query,
+                            connect_timeout,
+                            timeout,
+                            &self.policy,
+                        )
+                        .await
+                    }
+                },
+            };
+            self.metrics
+                .latency_ms_sum
+                .fetch_add(started.elapsed().as_millis() as u64, Ordering::Relaxed);
+            let observation = match &evaluation {
+                Evaluation::Ok => Some(true),
+                Evaluation::Alarm { .. } => Some(false),
+                Evaluation::NoData(_) => match insufficient {
+                    InsufficientDataHealthStatus::Healthy => Some(true),
+                    InsufficientDataHealthStatus::Unhealthy => Some(false),
+                    InsufficientDataHealthStatus::LastKnownStatus => None,
+                },
+            };
+            let (counter, slot) = match observation {
+                Some(true) => (&self.metrics.probes_healthy, 0),
+                Some(false) => (&self.metrics.probes_unhealthy, 1),
+                None => (&self.metrics.probes_rejected, 2),
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
+            self.bump(slot);
+            if let Some(ok) = observation
+                && state.observe(ok)
+            {
+                self.metrics.flips.fetch_add(1, Ordering::Relaxed);
+                self.bump(3);
+            }
+            let message = format!("{}: {}", evaluation.state(), evaluation.describe());
+            let healthy = state.healthy();
+            if reported.as_ref() != Some(&(healthy, message.clone())) {
+                tracing::info!(check = %self.key, healthy, evaluation = %message, "metric check evaluated");
+                reported = Some((healthy, message.clone()));
+                let view = CheckerView {
+                    checker: self.checker.clone(),
+                    zone: self.zone.clone(),
+                    healthy,
+                    message: Some(message),
+                };
+                let event = CheckerEvent::View {
+                    check: self.key.clone(),
+                    view,
+                };
+                if self.events.send(event).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Reads a Metric check's status (H14) back from its evaluator's view: the view's message is
+/// `STATE: detail`, as [`CheckTask::run_metric`] writes it.
+pub fn metric_status(view: &CheckerView, at: Option<jiff::Timestamp>) -> crate::api::MetricStatus {
+    let message = view.message.as_deref().unwrap_or("");
+    let (state, detail) = message.split_once(": ").unwrap_or((message, ""));
+    let no_data = state == "INSUFFICIENT_DATA";
+    crate::api::MetricStatus {
+        state: state.to_owned(),
+        value: (!no_data).then(|| detail.to_owned()),
+        error: no_data.then(|| detail.to_owned()),
+        last_evaluated: at.map(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time),
     }
 }
 

@@ -50,7 +50,7 @@ impl ProbeSpec {
             CheckType::Http => ProbeKind::Http,
             CheckType::Https => ProbeKind::Https,
             CheckType::Tcp => ProbeKind::Tcp,
-            CheckType::Calculated => return None,
+            CheckType::Calculated | CheckType::Metric => return None,
         };
         let target = spec.target.as_ref()?;
         Some(ProbeSpec {

@@ -116,12 +116,31 @@ pub fn probe_health(
         // "More than N%": healthy * 100 > N * reachable, in integers.
         let ok = u64::from(healthy) * 100
             > u64::from(spec.healthy_checker_percent) * u64::from(reachable);
+        // H14: a Metric check has one evaluator; its last evaluation says more than a count.
+        let evaluation = (spec.check_type == CheckType::Metric && reachable == 1)
+            .then(|| {
+                check
+                    .views
+                    .iter()
+                    .find(|v| {
+                        is_reachable(
+                            heartbeats.get(&v.checker).copied(),
+                            spec.request_interval_seconds,
+                            now,
+                        )
+                    })
+                    .and_then(|v| v.message.clone())
+            })
+            .flatten();
         (
             ok,
-            format!(
-                "{healthy}/{reachable} checkers healthy (more than {}% needed)",
-                spec.healthy_checker_percent
-            ),
+            match evaluation {
+                Some(message) => format!("metric {message}"),
+                None => format!(
+                    "{healthy}/{reachable} checkers healthy (more than {}% needed)",
+                    spec.healthy_checker_percent
+                ),
+            },
         )
     };
     let mut h = finish(spec, raw, reason, healthy, reachable);

@@ -856,6 +856,15 @@ impl Compiler {
         self.check_health.get(key)
     }
 
+    /// One checker's view of a check, as last set.
+    pub fn check_view(&self, key: &ObjectKey, checker: &str) -> Option<&CheckerView> {
+        self.checks
+            .get(key)?
+            .views
+            .iter()
+            .find(|v| v.checker == checker)
+    }
+
     /// The status of a RecordGroup as data (conditions are the status writer's).
     pub fn group_status(&self, key: &ObjectKey) -> Option<RecordGroupStatus> {
         let outcome = self.outcomes.get(key)?;

@@ -46,6 +46,7 @@ pub fn mk_check(name: &str) -> HealthCheckSpec {
         inverted: false,
         disabled: false,
         calculated: None,
+        metric: None,
     }
 }
 

@@ -56,6 +56,8 @@ impl Seen {
 #[derive(Default)]
 struct State {
     configmaps: BTreeMap<String, Json>,
+    /// Secrets by `namespace/name`, answered to GETs.
+    secrets: BTreeMap<String, Json>,
     log: Vec<Seen>,
     /// Answers held back on purpose (`Answer::Hang`).
     hung: Vec<tower_test::mock::SendResponse<Response<Body>>>,
@@ -120,6 +122,36 @@ impl FakeApi {
             .expect("a name")
             .to_owned();
         self.lock().configmaps.insert(name, object);
+    }
+
+    /// Puts a Secret with these (plain) values on the server.
+    pub fn put_secret(&self, namespace: &str, name: &str, data: &[(&str, &str)]) {
+        use std::fmt::Write as _;
+        let b64 = |v: &str| {
+            const T: &[u8; 64] =
+                b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+            let mut out = String::new();
+            for chunk in v.as_bytes().chunks(3) {
+                let n = chunk.iter().fold(0u32, |a, b| (a << 8) | u32::from(*b))
+                    << (8 * (3 - chunk.len()));
+                for i in 0..4 {
+                    if i <= chunk.len() {
+                        let _ = write!(out, "{}", T[((n >> (18 - 6 * i)) & 63) as usize] as char);
+                    } else {
+                        out.push('=');
+                    }
+                }
+            }
+            out
+        };
+        let data: serde_json::Map<String, Json> = data
+            .iter()
+            .map(|(k, v)| (k.to_string(), Json::String(b64(v))))
+            .collect();
+        self.lock().secrets.insert(
+            format!("{namespace}/{name}"),
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": namespace}, "data": data}),
+        );
     }
 
     pub fn configmap_names(&self) -> Vec<String> {
@@ -211,7 +243,24 @@ impl FakeApi {
             .next()
             .unwrap_or_default()
             .to_owned();
+        let secret = path
+            .split('?')
+            .next()
+            .and_then(|p| p.strip_prefix("/api/v1/namespaces/"))
+            .and_then(|p| p.split_once("/secrets/"))
+            .map(|(ns, name)| format!("{ns}/{name}"));
         match method.as_str() {
+            "GET" if secret.is_some() => {
+                let found = secret.and_then(|k| self.lock().secrets.get(&k).cloned());
+                match found {
+                    Some(s) => reply(send, 200, &s),
+                    None => reply(
+                        send,
+                        404,
+                        &json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404}),
+                    ),
+                }
+            }
             "GET" if is_table => {
                 let items: Vec<Json> = self.lock().configmaps.values().cloned().collect();
                 reply(

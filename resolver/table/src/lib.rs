@@ -754,12 +754,16 @@ mod tests {
         let back: CompiledGroup<Value> = serde_json::from_str(&json).expect("parses");
         assert_eq!(back, group);
         assert_eq!(back.selection_for(Some("zone-a")), (&fixed("a", 1), true));
-        assert_eq!(back.selection_for(Some("zone-b")), (&group.selection, false));
+        assert_eq!(
+            back.selection_for(Some("zone-b")),
+            (&group.selection, false)
+        );
         assert_eq!(back.selection_for(None), (&group.selection, false));
 
-        let old = json
-            .replace(r#","zoneAffinity":true"#, "")
-            .replace(&json[json.find(r#","zones""#).expect("zones")..json.len() - 1], "");
+        let old = json.replace(r#","zoneAffinity":true"#, "").replace(
+            &json[json.find(r#","zones""#).expect("zones")..json.len() - 1],
+            "",
+        );
         let old: CompiledGroup<Value> = serde_json::from_str(&old).expect("parses");
         assert!(!old.zone_affinity && old.zones.is_empty());
     }

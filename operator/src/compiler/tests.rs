@@ -1312,3 +1312,79 @@ fn zone_affinity_answers_per_zone() {
         run_affinity_case(case);
     }
 }
+
+fn metric_spec() -> crate::api::HealthCheckSpec {
+    let mut spec = mk_check("m");
+    spec.check_type = crate::api::CheckType::Metric;
+    spec.target = None;
+    spec.metric = Some(crate::api::MetricCheck {
+        prometheus: crate::api::PrometheusSource {
+            url: "http://prometheus.monitoring:9090".into(),
+            bearer_token_secret_ref: None,
+            ca_secret_ref: None,
+            bearer_token_file: None,
+            ca_file: None,
+        },
+        query: "errors > 0.05".into(),
+        insufficient_data_health_status: None,
+    });
+    spec
+}
+
+// SEM-H13 SEM-H14 SEM-H10 SEM-H8: a Metric check's one evaluator decides it (its evaluation is
+// the reason); it can be a Calculated check's child, and inverted like any check.
+#[test]
+fn metric_checks_count_their_one_evaluator_and_nest_in_calculated_checks() {
+    let mut c = mk_compiler();
+    let evaluate = |c: &mut Compiler, inverted: bool, alarm: bool| {
+        let mut spec = metric_spec();
+        spec.inverted = inverted;
+        let mut input = CheckInput::new(spec);
+        input.views = vec![CheckerView {
+            checker: crate::checker::METRIC_EVALUATOR.into(),
+            zone: None,
+            healthy: !alarm,
+            message: Some(
+                if alarm {
+                    "ALARM: 1 sample, 0.2"
+                } else {
+                    "OK: no samples"
+                }
+                .into(),
+            ),
+        }];
+        c.upsert_check(key("m"), input);
+        c.set_heartbeat(crate::checker::METRIC_EVALUATOR, t0());
+    };
+    set_check(&mut c, "up", true);
+    let mut calc = mk_check("calc");
+    calc.check_type = crate::api::CheckType::Calculated;
+    calc.target = None;
+    calc.calculated = Some(crate::api::CalculatedCheck {
+        children: vec!["m".into(), "up".into()],
+        health_threshold: 2,
+    });
+    c.upsert_check(key("calc"), CheckInput::new(calc));
+
+    evaluate(&mut c, false, true);
+    c.compile(t0());
+    let m = c.check_health(&key("m")).expect("m");
+    assert!(!m.healthy);
+    assert_eq!(m.reason, "metric ALARM: 1 sample, 0.2");
+    assert!(
+        !c.check_health(&key("calc")).expect("calc").healthy,
+        "a child in ALARM"
+    );
+
+    evaluate(&mut c, false, false);
+    c.compile(t0());
+    assert!(c.check_health(&key("m")).expect("m").healthy);
+    assert!(c.check_health(&key("calc")).expect("calc").healthy);
+
+    evaluate(&mut c, true, true);
+    c.compile(t0());
+    assert!(
+        c.check_health(&key("m")).expect("m").healthy,
+        "inverted ALARM"
+    );
+}

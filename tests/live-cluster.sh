@@ -14,17 +14,28 @@ export KUBECONFIG="$HEALTHROUTE_TEST_KUBECONFIG"
 NS=healthroute-live-sh
 cargo build -q -p healthroute-operator -p healthroute-resolver
 kubectl apply --server-side -f crds/
-# The chart, rendered with defaults, as the API server would accept it.
+# The namespace first: the chart's dry run below goes into it.
+kubectl create namespace "$NS" --dry-run=client -o yaml | kubectl apply -f -
+pids=()
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; kubectl delete namespace "$NS" --wait=false >/dev/null 2>&1 || true' EXIT
+# The chart, rendered with defaults, as the API server would accept it (its own RBAC).
 python3 -c "import helm_python" 2>/dev/null || python3 -m pip install -q helm-python-sdk
-python3 - <<'PY' > /tmp/healthroute-chart.yaml
+python3 - "$NS" <<'PY' > /tmp/healthroute-chart.yaml
+import sys
 import helm_python
 chart = helm_python.Chart.load("charts/healthroute")
-out = chart.render(chart.merge_values(None), name="hr", namespace="healthroute-live-sh", is_install=True)
+out = chart.render(chart.merge_values(None), name="hr", namespace=sys.argv[1], is_install=True)
 print("\n---\n".join(v for k, v in sorted(out.items()) if not k.endswith("NOTES.txt")))
 PY
-kubectl apply --dry-run=server -n healthroute-live-sh -f /tmp/healthroute-chart.yaml
-kubectl create namespace "$NS" --dry-run=client -o yaml | kubectl apply -f -
-kubectl -n "$NS" apply -f - <<'YAML'
+kubectl apply --dry-run=server -n "$NS" -f /tmp/healthroute-chart.yaml
+
+# The health check probes a TCP server this script runs on loopback (tests send traffic to
+# loopback only); the resolver runs outside the cluster here, so loopback is allowed on purpose.
+health_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+python3 -m http.server --bind 127.0.0.1 "$health_port" >/dev/null 2>&1 &
+health=$!
+pids+=($health)
+kubectl -n "$NS" apply -f - <<YAML
 apiVersion: healthroute.io/v1alpha1
 kind: RecordGroup
 metadata: {name: api}
@@ -39,22 +50,26 @@ spec:
 apiVersion: healthroute.io/v1alpha1
 kind: HealthCheck
 metadata: {name: main}
-spec: {type: TCP, target: {address: 192.0.2.1, port: 9}, requestIntervalSeconds: 2, failureThreshold: 1, connectTimeoutSeconds: 1}
+spec: {type: TCP, target: {address: 127.0.0.1, port: $health_port}, requestIntervalSeconds: 2, failureThreshold: 1, connectTimeoutSeconds: 1}
 YAML
 
-pids=()
-trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; kubectl delete namespace "$NS" --wait=false >/dev/null 2>&1 || true' EXIT
 target/debug/healthroute-operator --zone live.example --namespace "$NS" --identity live-op --admin-listen 127.0.0.1:9391 &
 pids+=($!)
 target/debug/healthroute-resolver --zone live.example --table-namespace "$NS" --checker-name live-checker \
-  --listen 127.0.0.1:5392 --admin-listen 127.0.0.1:9392 &
+  --checker-allow 127.0.0.0/8 --listen 127.0.0.1:5392 --admin-listen 127.0.0.1:9392 &
 pids+=($!)
 
-answer() { dig +short @127.0.0.1 -p 5392 api.live.example A; }
-for _ in $(seq 60); do [ -n "$(answer)" ] && break; sleep 0.5; done
-echo "first answer: $(answer)"
-# 192.0.2.1:9 never answers: after one failed probe the standby answers.
-for _ in $(seq 60); do [ "$(answer)" = "198.51.100.1" ] && break; sleep 0.5; done
-[ "$(answer)" = "198.51.100.1" ] || { echo "FAIL: expected the standby, got $(answer)"; exit 1; }
+answer() { dig +short +time=1 +tries=1 @127.0.0.1 -p 5392 api.live.example A; }
+wait_answer() {
+  for _ in $(seq 60); do [ "$(answer)" = "$1" ] && return 0; sleep 0.5; done
+  echo "FAIL: expected $1, got '$(answer)'"; kubectl -n "$NS" get rg,hc -o yaml; exit 1
+}
+# The TCP server accepts: the primary answers.
+wait_answer 192.0.2.1
+echo "while the check passes: $(answer)"
+# A real probe failure: the server stops, the next probe is refused, the standby answers.
+kill "$health"
+wait_answer 198.51.100.1
+echo "after the probe failed: $(answer)"
 kubectl -n "$NS" get rg,hc
 echo "live cluster check passed"

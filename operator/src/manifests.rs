@@ -16,7 +16,6 @@ use std::sync::OnceLock;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::{CustomResourceExt, Resource, ResourceExt};
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value as Json;
 
@@ -192,6 +191,32 @@ pub struct AppliedKeys {
     pub services: Vec<ObjectKey>,
 }
 
+/// How manifests are read: as kubectl reads them (YAML 1.1 booleans such as `y`, `yes`, `on`,
+/// and octal `0755`), so that a file means the same in standalone mode and to the API server.
+/// An unquoted `y` where a string belongs is then an error here too, naming the field.
+pub fn yaml_options() -> serde_saphyr::Options {
+    let mut options = serde_saphyr::Options::default();
+    options.strict_booleans = false;
+    options.legacy_octal_numbers = true;
+    options
+}
+
+/// Explains an error that YAML 1.1 alone causes: kubectl reads an unquoted `y`, `no`, `on` or
+/// `0755` as a boolean or a number, and so do we (see [`yaml_options`]).
+fn with_yaml_hint(message: String) -> String {
+    if message.contains("invalid type: boolean") {
+        format!(
+            "{message} (YAML 1.1, as kubectl reads it, takes an unquoted y, yes, on, n, no or off for a boolean: quote the value)"
+        )
+    } else if message.contains("invalid type: integer")
+        || message.contains("invalid type: floating point")
+    {
+        format!("{message} (an unquoted number is a number in YAML: quote the value)")
+    } else {
+        message
+    }
+}
+
 /// The compiler's view of a RecordGroup object.
 pub fn group_input(g: &RecordGroup) -> GroupInput {
     GroupInput {
@@ -303,17 +328,18 @@ impl Doc<'_> {
 
 impl Loader {
     fn add_file(&mut self, file: &Path, text: &str) {
-        for (i, document) in serde_norway::Deserializer::from_str(text).enumerate() {
-            let doc = Doc { file, index: i + 1 };
-            match Json::deserialize(document) {
-                Ok(Json::Null) => {}
-                Ok(value) => self.add_object(&doc, value),
-                Err(e) => {
-                    self.errors
-                        .push(doc.error(None, None, format!("not valid YAML: {e}")));
-                    // The YAML stream cannot be resumed after a syntax error.
-                    break;
+        match serde_saphyr::from_multiple_with_options::<Json>(text, yaml_options()) {
+            Ok(documents) => {
+                for (i, value) in documents.into_iter().enumerate() {
+                    if !value.is_null() {
+                        self.add_object(&Doc { file, index: i + 1 }, value);
+                    }
                 }
+            }
+            Err(e) => {
+                let doc = Doc { file, index: 0 };
+                self.errors
+                    .push(doc.error(None, None, format!("not valid YAML: {e}")));
             }
         }
     }
@@ -414,7 +440,7 @@ impl Loader {
                 self.errors.push(doc.error(
                     Some(label),
                     Some(e.path().to_string()),
-                    e.inner().to_string(),
+                    with_yaml_hint(e.inner().to_string()),
                 ));
                 return None;
             }
@@ -771,6 +797,33 @@ spec: {awayFrom: zone-b, target: {recordGroup: api}, expiresIn: 100h}
             let errs = load(&check(spec)).expect_err(spec).to_string();
             assert!(errs.contains(want), "{spec}: {errs}");
         }
+    }
+
+    // As kubectl reads YAML (1.1): an unquoted `y` is a boolean, so where a string belongs it
+    // is an error that names the file, the object and the field, and says what to do; quoted
+    // it is the string it looks like.
+    #[test]
+    fn yaml_is_read_as_kubectl_reads_it() {
+        let group = |id: &str| {
+            format!(
+                "apiVersion: healthroute.io/v1alpha1\nkind: RecordGroup\nmetadata: {{name: g, namespace: shop}}\n\
+                 spec: {{name: g.example.com., type: A, routingPolicy: Weighted, records: [{{setIdentifier: x, weight: 1, values: [192.0.2.1]}}, {{setIdentifier: {id}, weight: 1, values: [192.0.2.2]}}]}}\n"
+            )
+        };
+        for unquoted in ["y", "yes", "on", "No", "off"] {
+            let errs = load(&group(unquoted)).expect_err(unquoted).to_string();
+            assert!(
+                errs.contains(
+                    "test.yaml (document 1), RecordGroup shop/g: spec.records[1].setIdentifier"
+                ) && errs.contains("quote the value"),
+                "{unquoted}: {errs}"
+            );
+        }
+        let m = load(&group("'y'")).expect("quoted");
+        assert_eq!(
+            m.groups[&ObjectKey::new("shop", "g")].spec.records[1].set_identifier,
+            "y"
+        );
     }
 
     #[test]

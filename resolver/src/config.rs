@@ -28,13 +28,17 @@ impl FileConfig {
     pub fn load(dir: &Path) -> Result<FileConfig, String> {
         let path = dir.join(CONFIG_FILE);
         match std::fs::read_to_string(&path) {
-            Ok(text) => {
-                serde_norway::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
-            }
+            Ok(text) => crate::config::yaml(&text).map_err(|e| format!("{}: {e}", path.display())),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(FileConfig::default()),
             Err(e) => Err(format!("{}: {e}", path.display())),
         }
     }
+}
+
+/// Reads YAML the way kubectl does (YAML 1.1: `yes`, `on`, `y` are booleans), as the
+/// manifest loader does.
+fn yaml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, serde_saphyr::Error> {
+    serde_saphyr::from_str_with_options(text, healthroute_operator::manifests::yaml_options())
 }
 
 /// Served zones and default TTL: from the flags when given, else from the file.

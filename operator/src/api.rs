@@ -592,7 +592,8 @@ pub struct RecordStatus {
         json_path = ".status.appliedGroups",
         description = "groups the shift applies to / targeted groups"
     ),
-    printcolumn(name = "Expires", type_ = "date", json_path = ".status.expiryTime"),
+    // A string, not a date: kubectl prints a future date as <invalid>.
+    printcolumn(name = "Expires", type_ = "string", json_path = ".status.expiryTime"),
     printcolumn(
         name = "Comment",
         type_ = "string",

@@ -29,3 +29,29 @@ pub fn rendered() -> Result<Vec<(&'static str, String)>, serde_saphyr::ser_error
         .map(|(file, yaml)| (file, format!("{header}{yaml}")))
         .collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use kube::CustomResourceExt;
+
+    use crate::api::{HealthCheck, RecordGroup, ZonalShift};
+
+    // A `date` column prints a time as an age; kubectl shows a future time (a shift's expiry)
+    // as `<invalid>`. Only the creation time, always past, is a date column.
+    #[test]
+    fn date_columns_hold_past_times_only() {
+        for crd in [HealthCheck::crd(), RecordGroup::crd(), ZonalShift::crd()] {
+            for v in &crd.spec.versions {
+                for col in v.additional_printer_columns.iter().flatten() {
+                    if col.type_ == "date" {
+                        assert_eq!(
+                            col.json_path, ".metadata.creationTimestamp",
+                            "{}: column {}",
+                            crd.spec.names.kind, col.name
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

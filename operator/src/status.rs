@@ -169,7 +169,16 @@ pub fn record_group(
             } else {
                 condition_reasons::HEALTHY_RECORDS
             },
-            message: format!("{healthy}/{} records healthy", status.records.len()),
+            message: if compiled_ok {
+                format!("{healthy}/{} records healthy", status.records.len())
+            } else {
+                // This version is rejected: say what is served instead (its last good version,
+                // or nothing), not "0/0 records healthy".
+                format!(
+                    "this version is rejected; served: {}",
+                    status.healthy_records.as_deref().unwrap_or("nothing")
+                )
+            },
         },
     ];
     status.conditions = merge_conditions(

@@ -868,16 +868,39 @@ impl Compiler {
     /// The status of a RecordGroup as data (conditions are the status writer's).
     pub fn group_status(&self, key: &ObjectKey) -> Option<RecordGroupStatus> {
         let outcome = self.outcomes.get(key)?;
-        let healthy = outcome.records.iter().filter(|r| r.healthy).count();
+        let served = self.served(key);
+        let (healthy_records, last_resort) = match (&outcome.compiled, &served) {
+            // A rejected group that still serves its last good version: the health of what it
+            // serves, not the 0 of a version that compiled to nothing.
+            (Err(_), Some(g)) => {
+                let answering = match &g.selection {
+                    healthroute_table::Selection::MultiValue {
+                        set_identifiers, ..
+                    } => set_identifiers.len(),
+                    s => s.answers().len(),
+                };
+                let text = if g.last_resort {
+                    "last good version, last resort".to_owned()
+                } else {
+                    format!("last good version, {answering} answering")
+                };
+                (text, g.last_resort)
+            }
+            (Err(_), None) => ("not served".to_owned(), false),
+            (Ok(_), _) => {
+                let healthy = outcome.records.iter().filter(|r| r.healthy).count();
+                (
+                    format!("{healthy}/{}", self.groups.get(key)?.spec.records.len()),
+                    outcome.last_resort(),
+                )
+            }
+        };
         Some(RecordGroupStatus {
-            served: self.served(key).is_some(),
+            served: served.is_some(),
             served_generation: None,
-            healthy_records: Some(format!(
-                "{healthy}/{}",
-                self.groups.get(key)?.spec.records.len()
-            )),
+            healthy_records: Some(healthy_records),
             records: outcome.records.clone(),
-            last_resort: outcome.last_resort(),
+            last_resort,
             conditions: Vec::new(),
             observed_generation: None,
         })

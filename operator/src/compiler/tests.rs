@@ -783,7 +783,33 @@ fn last_good_version_is_kept() {
     assert_eq!(rejection(&c, "api"), Some(reasons::INVALID_SPEC));
     assert_eq!(answer(&c, "api"), "192.0.2.1");
     assert_eq!(c.table().groups, before.groups);
-    assert!(c.group_status(&key("api")).expect("status").served);
+    let st = c.group_status(&key("api")).expect("status");
+    assert!(st.served);
+    // SEM-P5: the status tells the health of what is served, not the rejected version's 0.
+    assert_eq!(
+        st.healthy_records.as_deref(),
+        Some("last good version, 1 answering")
+    );
+    assert!(!st.last_resort);
+    let outcome = c.outcome(&key("api")).expect("outcome").clone();
+    let written = crate::status::record_group(
+        st,
+        &outcome,
+        crate::status::Publication::InSync { since: Some(1) },
+        None,
+        Some(2),
+        t0(),
+    );
+    let lr = written
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "LastResort")
+        .expect("LastResort");
+    assert_eq!(lr.status, "False");
+    assert_eq!(
+        lr.message,
+        "this version is rejected; served: last good version, 1 answering"
+    );
 }
 
 // SEM-R5 SEM-R1: health decides candidacy only; the record's values never change.

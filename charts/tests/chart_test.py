@@ -17,8 +17,22 @@ import yaml
 HERE = os.path.dirname(os.path.abspath(__file__))
 CHART = os.path.join(HERE, "..", "healthroute")
 VERSIONS = ["1.33.0", "1.37.0"]
+# Every metric the resolver and the operator export (their /metrics renderers), for checking
+# the dashboard's and the alerts' queries.
+EXPORTED = [
+    "healthroute_answers_total", "healthroute_last_resort", "healthroute_last_resort_answers_total",
+    "healthroute_zone_affinity_answers_total", "healthroute_dns_queries_total",
+    "healthroute_dns_request_duration_seconds", "healthroute_dns_forwarded_total",
+    "healthroute_dns_upstream_failures_total", "healthroute_table_generation", "healthroute_table_age_seconds",
+    "healthroute_table_loads_total", "healthroute_checker_probes_total", "healthroute_checker_view_flips_total",
+    "healthroute_checker_check_probes_total", "healthroute_checker_check_flips_total",
+    "healthroute_checker_probe_latency_seconds_sum", "healthroute_checker_probe_latency_seconds_count",
+    "healthroute_operator_published_generation", "healthroute_operator_publish_failures_total",
+    "healthroute_operator_publish_failing", "healthroute_operator_status_backlog", "healthroute_operator_leader",
+    "healthroute_operator_checks_without_checker", "healthroute_operator_zonal_shift_expiry_timestamp_seconds",
+]
 # Kinds whose schema is not part of Kubernetes itself.
-FOREIGN = {("monitoring.coreos.com/v1", "ServiceMonitor")}
+FOREIGN = {("monitoring.coreos.com/v1", "ServiceMonitor"), ("monitoring.coreos.com/v1", "PrometheusRule")}
 
 
 def render(values):
@@ -105,6 +119,31 @@ def check_image(docs):
             assert c["command"][0] in ("/healthroute-operator", "/healthroute-resolver"), path
 
 
+def check_monitoring(docs):
+    """The PrometheusRule carries files/alerts.yaml; the dashboard is valid JSON, labelled for
+    Grafana's sidecar, and every query names only metrics the binaries export."""
+    rule = next(d for _, d in docs if d["kind"] == "PrometheusRule")
+    with open(os.path.join(CHART, "files", "alerts.yaml")) as f:
+        assert rule["spec"] == yaml.safe_load(f), "the PrometheusRule is not files/alerts.yaml"
+    alerts = [r["alert"] for g in rule["spec"]["groups"] for r in g["rules"]]
+    assert alerts == ["HealthrouteLastResort", "HealthrouteTablePublishFailing", "HealthrouteCheckerQuorumLost",
+                      "HealthrouteNoLeader", "HealthrouteZonalShiftExpiringSoon"], alerts
+    with open(os.path.join(HERE, "..", "..", "docs", "user-guide.md")) as f:
+        guide = f.read().lower()
+    for a in alerts:
+        assert f"### {a.lower()}" in guide, f"no runbook entry for {a} in docs/user-guide.md"
+    cm = next(d for _, d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "hr-dashboard")
+    assert cm["metadata"]["labels"]["grafana_dashboard"] == "1" and cm["metadata"]["namespace"] == "monitoring"
+    dash = json.loads(cm["data"]["healthroute.json"])
+    exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
+    exprs += [r["expr"] for g in rule["spec"]["groups"] for r in g["rules"]]
+    exported = set(EXPORTED)
+    for e in exprs:
+        for name in re.findall(r"healthroute_[a-z_]+", e):
+            base = re.sub(r"_(bucket|sum|count)$", "", name)
+            assert name in exported or base in exported, f"{name} (in {e!r}) is not a metric healthroute exports"
+
+
 def main():
     expected = json.loads(sys.argv[1])
     lint = helm_python.lint(CHART, strict=True)
@@ -133,7 +172,8 @@ def main():
     check_rbac(docs, expected)
     check_security(docs)
     kinds = {d["kind"] for _, d in docs}
-    assert {"HorizontalPodAutoscaler", "ServiceMonitor"} <= kinds, kinds
+    assert {"HorizontalPodAutoscaler", "ServiceMonitor", "PrometheusRule"} <= kinds, kinds
+    check_monitoring(docs)
     operator = next(d for _, d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "hr-operator")
     args = operator["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--metric-allow=10.0.0.0/8" in args and "--metric-deny=10.1.0.0/16" in args, args

@@ -327,6 +327,45 @@ impl Control {
         }
     }
 
+    /// What the alerts read: checks without a reachable checker, active shifts' expiries.
+    fn export_gauges(&self) {
+        use crate::api::CheckType;
+        let compiler = &self.index.compiler;
+        let orphaned = self
+            .index
+            .checks
+            .iter()
+            .filter(|(_, c)| c.spec.check_type != CheckType::Calculated && !c.spec.disabled)
+            .filter(|(k, _)| {
+                compiler
+                    .check_health(k)
+                    .is_some_and(|h| h.reachable_checkers == 0)
+            })
+            .count();
+        self.metrics
+            .checks_without_checker
+            .store(orphaned as u64, Ordering::Relaxed);
+        let now = Timestamp::now();
+        let expiries: Vec<(String, String, i64)> = self
+            .index
+            .shifts
+            .iter()
+            .filter_map(|(k, s)| {
+                let st = compiler.shift_status(k, now)?.ok()?;
+                (st.status == Some(crate::api::ShiftState::Active)).then(|| {
+                    (
+                        k.to_string(),
+                        s.spec.away_from.clone(),
+                        st.expiry_time.map_or(0, |t| t.0.as_second()),
+                    )
+                })
+            })
+            .collect();
+        if let Ok(mut e) = self.metrics.shift_expiries.lock() {
+            *e = expiries;
+        }
+    }
+
     /// Runs exactly the Metric checks of the index while leading, none otherwise.
     fn sync_evaluator(&mut self) {
         let leading = self.term != 0;
@@ -498,6 +537,7 @@ impl Control {
         let table = self.index.compiler.table();
         m.table_groups
             .store(table.groups.len() as u64, Ordering::Relaxed);
+        self.export_gauges();
         if self.term == 0 || !self.seeded {
             return;
         }

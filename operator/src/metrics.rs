@@ -27,6 +27,11 @@ pub struct OperatorMetrics {
     pub synced: AtomicBool,
     /// The last publish error while publishing fails (for /readyz).
     pub publish_error: Mutex<Option<String>>,
+    /// Probe and Metric checks that no reachable checker reports on (H7: they hold their
+    /// last status), as of the last compile.
+    pub checks_without_checker: AtomicU64,
+    /// Active ZonalShifts and when each expires (Unix seconds), as of the last compile.
+    pub shift_expiries: Mutex<Vec<(String, String, i64)>>,
 }
 
 impl OperatorMetrics {
@@ -174,6 +179,12 @@ impl OperatorMetrics {
                 "1 while this replica holds the lease.",
                 b(&self.leader),
             ),
+            (
+                "healthroute_operator_checks_without_checker",
+                "gauge",
+                "Probe and Metric checks no reachable checker reports on: they keep their last status (H7).",
+                g(&self.checks_without_checker),
+            ),
         ] {
             // Times are kept in microseconds; expose seconds with microsecond precision.
             let value = if name.ends_with("_seconds_total") {
@@ -185,6 +196,21 @@ impl OperatorMetrics {
                 "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n"
             ));
         }
+        out.push_str("# HELP healthroute_operator_zonal_shift_expiry_timestamp_seconds When each active ZonalShift expires (Z3, Z4).\n# TYPE healthroute_operator_zonal_shift_expiry_timestamp_seconds gauge\n");
+        for (shift, away_from, at) in self.shift_expiries.lock().iter().flat_map(|v| v.iter()) {
+            out.push_str(&format!(
+                "healthroute_operator_zonal_shift_expiry_timestamp_seconds{{zonal_shift=\"{}\",away_from=\"{}\"}} {at}\n",
+                label(shift),
+                label(away_from)
+            ));
+        }
         out
     }
+}
+
+/// A label value in the text format: backslash, double quote and newline escaped.
+fn label(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }

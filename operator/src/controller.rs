@@ -690,7 +690,7 @@ impl Control {
             None => return,
         };
         let events = serde_json::from_value(body.clone())
-            .map(|new| status::shift_events(old.as_ref(), &new))
+            .map(|new| status::shift_events(old.as_ref(), &new, &s.spec.away_from))
             .unwrap_or_default();
         let update = StatusUpdate {
             kind: "ZonalShift",

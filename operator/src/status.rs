@@ -272,94 +272,183 @@ pub fn zonal_shift(
     status
 }
 
-/// A transition worth an Event.
+/// The reasons of the Events the operator records (each documented in docs/user-guide.md,
+/// "Events"). A compile rejection's Event has the rejection's reason (`reasons::*`).
+pub mod event_reasons {
+    pub const RECORD_UNHEALTHY: &str = "RecordUnhealthy";
+    pub const RECORD_HEALTHY: &str = "RecordHealthy";
+    pub const LAST_RESORT_ENTERED: &str = "LastResortEntered";
+    pub const LAST_RESORT_LEFT: &str = "LastResortLeft";
+    /// A group that was rejected compiles again.
+    pub const COMPILED: &str = crate::compiler::reasons::COMPILED;
+    pub const PUBLISH_FAILED: &str = super::condition_reasons::PUBLISH_FAILED;
+    pub const PUBLISHED: &str = "Published";
+    pub const SHIFT_APPLIED: &str = "ShiftApplied";
+    pub const SHIFT_NOT_APPLIED: &str = "ShiftNotApplied";
+}
+
+/// What else an Event is about, besides the object it is recorded on: it is part of the
+/// Event's aggregation key, so that two facts never merge into one series.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Related {
+    /// One record of the group (`fieldPath: spec.records{ID}`).
+    Record(String),
+    /// A RecordGroup of the object's namespace (a shift's target).
+    Group(String),
+}
+
+/// A fact worth an Event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Notice {
     pub warning: bool,
     pub reason: &'static str,
     pub action: &'static str,
     pub note: String,
+    pub related: Option<Related>,
 }
 
-/// Records that turned unhealthy or healthy again, the last resort entered or left, and a
-/// version that could not be published or was published after all, between the status on
-/// the server and the new one. For a first status, only a failed publish.
+/// The Events between the status on the server (`old`) and the new one, one per fact: each
+/// record that turned unhealthy or healthy again, the last resort entered or left, a version
+/// rejected (with the rejection's reason) or compiling again, a version that could not be
+/// published or was published after all. A first status announces what is wrong in it (a
+/// rejection, unhealthy records, the last resort), so that every "again" and "left" follows
+/// an Event that said so.
 pub fn group_events(old: Option<&RecordGroupStatus>, new: &RecordGroupStatus) -> Vec<Notice> {
-    let mut out = publish_events(old, new);
-    let Some(old) = old else { return out };
+    let mut out = compile_events(old, new);
+    out.extend(publish_events(old, new));
     for r in &new.records {
-        let Some(before) = old
-            .records
-            .iter()
-            .find(|o| o.set_identifier == r.set_identifier)
-        else {
-            continue;
-        };
-        if before.healthy && !r.healthy {
+        let before = old.map(|o| {
+            o.records
+                .iter()
+                .find(|x| x.set_identifier == r.set_identifier)
+                .is_none_or(|x| x.healthy)
+        });
+        // A record new to the group (or a first status) counts as healthy before.
+        let was_healthy = before.unwrap_or(true);
+        if was_healthy && !r.healthy {
             out.push(Notice {
                 warning: true,
-                reason: "RecordUnhealthy",
+                reason: event_reasons::RECORD_UNHEALTHY,
                 action: "Route",
                 note: format!(
-                    "{}: {}",
+                    "record {} is unhealthy: {}",
                     r.set_identifier,
-                    r.reason.as_deref().unwrap_or("unhealthy")
+                    r.reason.as_deref().unwrap_or("no reason given")
                 ),
+                related: Some(Related::Record(r.set_identifier.clone())),
             });
-        } else if !before.healthy && r.healthy {
+        } else if !was_healthy && r.healthy {
             out.push(Notice {
                 warning: false,
-                reason: "RecordHealthy",
+                reason: event_reasons::RECORD_HEALTHY,
                 action: "Route",
-                note: format!("{} is healthy again", r.set_identifier),
+                note: format!("record {} is healthy again", r.set_identifier),
+                related: Some(Related::Record(r.set_identifier.clone())),
             });
         }
     }
-    if !old.last_resort && new.last_resort {
+    let was_last_resort = old.is_some_and(|o| o.last_resort);
+    if !was_last_resort && new.last_resort {
         out.push(Notice {
             warning: true,
-            reason: "LastResortEntered",
+            reason: event_reasons::LAST_RESORT_ENTERED,
             action: "Route",
-            note: "no record is healthy: every record is answered as if healthy".into(),
+            note: "no record is healthy: every record is answered, as if healthy (last resort)"
+                .into(),
+            related: None,
         });
-    } else if old.last_resort && !new.last_resort {
+    } else if was_last_resort && !new.last_resort {
         out.push(Notice {
             warning: false,
-            reason: "LastResortLeft",
+            reason: event_reasons::LAST_RESORT_LEFT,
             action: "Route",
-            note: "a record is healthy again".into(),
+            note: "a record is healthy again: only healthy records are answered".into(),
+            related: None,
         });
     }
     out
 }
 
+fn condition<'a>(s: &'a RecordGroupStatus, kind: &str) -> Option<&'a Condition> {
+    s.conditions.iter().find(|c| c.type_ == kind)
+}
+
+/// A version rejected (S8), with its reason, and a group that compiles again.
+fn compile_events(old: Option<&RecordGroupStatus>, new: &RecordGroupStatus) -> Vec<Notice> {
+    let Some(now) = condition(new, types::COMPILED) else {
+        return Vec::new();
+    };
+    let before = old.and_then(|o| condition(o, types::COMPILED));
+    let rejected = now.status == "False";
+    let was_rejected = before.is_some_and(|c| c.status == "False");
+    if rejected && (!was_rejected || before.is_some_and(|c| c.reason != now.reason)) {
+        let reason = crate::compiler::reasons::ALL
+            .iter()
+            .find(|r| **r == now.reason)
+            .copied()
+            .unwrap_or(crate::compiler::reasons::INVALID_SPEC);
+        vec![Notice {
+            warning: true,
+            reason,
+            action: "Compile",
+            note: format!("this version is rejected: {}", now.message),
+            related: None,
+        }]
+    } else if !rejected && was_rejected {
+        vec![Notice {
+            warning: false,
+            reason: event_reasons::COMPILED,
+            action: "Compile",
+            note: "the group compiles again".into(),
+            related: None,
+        }]
+    } else {
+        Vec::new()
+    }
+}
+
 /// A version that could not be published (P5), and the publish that succeeded after it.
 fn publish_events(old: Option<&RecordGroupStatus>, new: &RecordGroupStatus) -> Vec<Notice> {
-    fn ready(s: &RecordGroupStatus) -> Option<&Condition> {
-        s.conditions.iter().find(|c| c.type_ == types::READY)
-    }
     let failed =
         |c: Option<&Condition>| c.is_some_and(|c| c.reason == condition_reasons::PUBLISH_FAILED);
-    let before = old.and_then(ready);
-    match ready(new) {
+    let before = old.and_then(|o| condition(o, types::READY));
+    match condition(new, types::READY) {
         Some(c) if failed(Some(c)) && !failed(before) => vec![Notice {
             warning: true,
-            reason: condition_reasons::PUBLISH_FAILED,
+            reason: event_reasons::PUBLISH_FAILED,
             action: "Publish",
             note: c.message.clone(),
+            related: None,
         }],
         Some(c) if failed(before) && c.reason == condition_reasons::SERVED => vec![Notice {
             warning: false,
-            reason: "Published",
+            reason: event_reasons::PUBLISHED,
             action: "Publish",
             note: c.message.clone(),
+            related: None,
         }],
         _ => Vec::new(),
     }
 }
 
-/// Groups where a shift became applied or not applied.
-pub fn shift_events(old: Option<&ZonalShiftStatus>, new: &ZonalShiftStatus) -> Vec<Notice> {
+/// Why a shift does not apply, in words.
+fn not_applied(reason: Option<crate::api::NotAppliedReason>, away_from: &str) -> String {
+    use crate::api::NotAppliedReason::*;
+    match reason {
+        Some(Conflict) => "an older active shift applies to it (Conflict)".into(),
+        Some(NoHealthyCapacityElsewhere) => format!(
+            "it would leave no healthy endpoint outside {away_from}, so traffic stays (fail open, NoHealthyCapacityElsewhere)"
+        ),
+        None => "not targeted while the shift is not active".into(),
+    }
+}
+
+/// One Event per targeted group whose shift became applied or not applied, naming the group.
+pub fn shift_events(
+    old: Option<&ZonalShiftStatus>,
+    new: &ZonalShiftStatus,
+    away_from: &str,
+) -> Vec<Notice> {
     let mut out = Vec::new();
     for g in &new.groups {
         let before = old.and_then(|o| o.groups.iter().find(|x| x.record_group == g.record_group));
@@ -369,15 +458,24 @@ pub fn shift_events(old: Option<&ZonalShiftStatus>, new: &ZonalShiftStatus) -> V
         out.push(match g.applied_status {
             AppliedStatus::Applied => Notice {
                 warning: false,
-                reason: "ShiftApplied",
+                reason: event_reasons::SHIFT_APPLIED,
                 action: "Shift",
-                note: format!("applied to {}", g.record_group),
+                note: format!(
+                    "applied to RecordGroup {}: its endpoints in {away_from} are treated as unhealthy",
+                    g.record_group
+                ),
+                related: Some(Related::Group(g.record_group.clone())),
             },
             AppliedStatus::NotApplied => Notice {
                 warning: true,
-                reason: "ShiftNotApplied",
+                reason: event_reasons::SHIFT_NOT_APPLIED,
                 action: "Shift",
-                note: format!("not applied to {}: {:?}", g.record_group, g.reason),
+                note: format!(
+                    "not applied to RecordGroup {}: {}",
+                    g.record_group,
+                    not_applied(g.reason, away_from)
+                ),
+                related: Some(Related::Group(g.record_group.clone())),
             },
         });
     }
@@ -392,34 +490,160 @@ mod tests {
         jiff::Timestamp::from_second(1_800_000_000 + s).expect("valid")
     }
 
-    #[test]
-    fn events_on_transitions_only() {
+    fn group_status(records: &[(&str, bool)], last_resort: bool) -> RecordGroupStatus {
         use crate::api::RecordStatus;
-        let st = |healthy: bool, last_resort: bool| RecordGroupStatus {
+        RecordGroupStatus {
             served: true,
-            records: vec![RecordStatus {
-                set_identifier: "a".into(),
-                healthy,
-                values: vec![],
-                reason: (!healthy).then(|| "health check hc: 0/3".into()),
-            }],
+            records: records
+                .iter()
+                .map(|(id, healthy)| RecordStatus {
+                    set_identifier: (*id).into(),
+                    healthy: *healthy,
+                    values: vec![],
+                    reason: (!healthy)
+                        .then(|| format!("health check hc-{id}: 0/3 checkers healthy")),
+                })
+                .collect(),
             last_resort,
             ..Default::default()
-        };
-        assert!(
-            group_events(None, &st(false, true)).is_empty(),
-            "no event for a first status"
-        );
-        assert!(group_events(Some(&st(true, false)), &st(true, false)).is_empty());
-        let down = group_events(Some(&st(true, false)), &st(false, true));
-        let reasons: Vec<_> = down.iter().map(|n| n.reason).collect();
-        assert_eq!(reasons, ["RecordUnhealthy", "LastResortEntered"]);
-        assert!(down[0].note.contains("0/3"));
-        let up = group_events(Some(&st(false, true)), &st(true, false));
+        }
+    }
+
+    fn with_compiled(mut st: RecordGroupStatus, reason: Option<&str>) -> RecordGroupStatus {
+        st.conditions.push(Condition {
+            type_: types::COMPILED.into(),
+            status: if reason.is_some() { "False" } else { "True" }.into(),
+            reason: reason.unwrap_or("Compiled").into(),
+            message: reason.map_or("compiled".into(), |r| {
+                format!("{r}: alias to b leads back to a")
+            }),
+            last_transition_time: Time(t(0)),
+            observed_generation: Some(1),
+        });
+        st
+    }
+
+    // One Event per fact: each record that turns unhealthy is named in its note and in the
+    // aggregation key (the related record), so three records make three Events.
+    #[test]
+    fn each_record_is_its_own_event() {
+        let before = group_status(&[("a", true), ("b", true), ("c", true)], false);
+        let after = group_status(&[("a", false), ("b", false), ("c", false)], true);
+        let events = group_events(Some(&before), &after);
+        let unhealthy: Vec<_> = events
+            .iter()
+            .filter(|n| n.reason == event_reasons::RECORD_UNHEALTHY)
+            .collect();
+        assert_eq!(unhealthy.len(), 3);
+        for (n, id) in unhealthy.iter().zip(["a", "b", "c"]) {
+            assert_eq!(n.related, Some(Related::Record(id.into())));
+            assert!(
+                n.note
+                    .starts_with(&format!("record {id} is unhealthy: health check hc-{id}")),
+                "{}",
+                n.note
+            );
+        }
         assert_eq!(
-            up.iter().map(|n| n.reason).collect::<Vec<_>>(),
-            ["RecordHealthy", "LastResortLeft"]
+            events.last().map(|n| n.reason),
+            Some(event_reasons::LAST_RESORT_ENTERED)
         );
+        let back = group_events(Some(&after), &before);
+        assert_eq!(
+            back.iter().map(|n| n.reason).collect::<Vec<_>>(),
+            [
+                "RecordHealthy",
+                "RecordHealthy",
+                "RecordHealthy",
+                "LastResortLeft"
+            ]
+        );
+        assert!(
+            group_events(Some(&before), &before).is_empty(),
+            "no change, no Event"
+        );
+    }
+
+    // A new group announces what is wrong in its first status, so that "healthy again" and
+    // "LastResortLeft" always follow an Event that said the opposite; a healthy new group
+    // announces nothing.
+    #[test]
+    fn a_new_group_never_gets_an_unpaired_again() {
+        assert!(group_events(None, &group_status(&[("pods", true)], false)).is_empty());
+        let first = group_status(&[("pods", false)], true);
+        let announced: Vec<_> = group_events(None, &first)
+            .iter()
+            .map(|n| n.reason)
+            .collect();
+        assert_eq!(announced, ["RecordUnhealthy", "LastResortEntered"]);
+        let healthy: Vec<_> = group_events(Some(&first), &group_status(&[("pods", true)], false))
+            .iter()
+            .map(|n| n.reason)
+            .collect();
+        assert_eq!(healthy, ["RecordHealthy", "LastResortLeft"]);
+    }
+
+    // A rejection is an Event with the rejection's reason (S8); compiling again is one too.
+    #[test]
+    fn rejections_are_events_with_their_reason() {
+        let ok = with_compiled(group_status(&[("a", true)], false), None);
+        let cycle = with_compiled(group_status(&[], false), Some("AliasCycle"));
+        let events = group_events(Some(&ok), &cycle);
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].reason, "AliasCycle");
+        assert!(
+            events[0].warning && events[0].note.contains("leads back"),
+            "{:?}",
+            events[0]
+        );
+        assert_eq!(
+            group_events(None, &cycle)[0].reason,
+            "AliasCycle",
+            "a first status too"
+        );
+        assert!(group_events(Some(&cycle), &cycle).is_empty());
+        assert_eq!(group_events(Some(&cycle), &ok)[0].reason, "Compiled");
+    }
+
+    // A shift's Event per group it applies to (or not), with the group in the note and the
+    // key, in plain words.
+    #[test]
+    fn shift_events_name_each_group_in_words() {
+        use crate::api::{NotAppliedReason, ShiftGroupStatus};
+        let st = |groups: Vec<(&str, AppliedStatus, Option<NotAppliedReason>)>| ZonalShiftStatus {
+            groups: groups
+                .into_iter()
+                .map(|(g, applied_status, reason)| ShiftGroupStatus {
+                    record_group: g.into(),
+                    applied_status,
+                    reason,
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let new = st(vec![
+            ("api", AppliedStatus::Applied, None),
+            ("www", AppliedStatus::Applied, None),
+            (
+                "search",
+                AppliedStatus::NotApplied,
+                Some(NotAppliedReason::NoHealthyCapacityElsewhere),
+            ),
+        ]);
+        let events = shift_events(None, &new, "zone-b");
+        assert_eq!(events.len(), 3);
+        assert_eq!(events[0].related, Some(Related::Group("api".into())));
+        assert_eq!(events[1].related, Some(Related::Group("www".into())));
+        assert!(
+            events[0].note.contains("RecordGroup api")
+                && events[1].note.contains("RecordGroup www")
+        );
+        let note = &events[2].note;
+        assert!(
+            !note.contains("Some(") && note.contains("no healthy endpoint outside zone-b"),
+            "{note}"
+        );
+        assert!(shift_events(Some(&new), &new, "zone-b").is_empty());
     }
 
     // SEM-H12: a check unhealthy because its checkers refuse the target says so in its reason.

@@ -311,7 +311,7 @@ async fn write(
             reason: n.reason.into(),
             note: Some(n.note.clone()),
             action: n.action.into(),
-            secondary: None,
+            secondary: n.related.as_ref().map(|r| related(&update.reference, r)),
         };
         match tokio::time::timeout(timeout, recorder.publish(&event, &update.reference)).await {
             Ok(Ok(())) => recorded += 1,
@@ -320,6 +320,28 @@ async fn write(
         }
     }
     Ok(recorded)
+}
+
+/// The `related` reference of an Event: a record of the group (the group, with the record's
+/// field path) or a RecordGroup of the object's namespace.
+fn related(
+    regarding: &k8s_openapi::api::core::v1::ObjectReference,
+    what: &crate::status::Related,
+) -> k8s_openapi::api::core::v1::ObjectReference {
+    use crate::status::Related;
+    match what {
+        Related::Record(id) => k8s_openapi::api::core::v1::ObjectReference {
+            field_path: Some(format!("spec.records{{{id}}}")),
+            ..regarding.clone()
+        },
+        Related::Group(name) => k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some(format!("{}/{}", crate::api::GROUP, crate::api::VERSION)),
+            kind: Some("RecordGroup".into()),
+            name: Some(name.clone()),
+            namespace: regarding.namespace.clone(),
+            ..Default::default()
+        },
+    }
 }
 
 /// An API for one of our kinds, by its name.

@@ -561,3 +561,108 @@ async fn watches_resume_within_a_second_of_the_api_server_returning() {
         );
     }
 }
+
+fn pods_slice(service: &str, ready: bool) -> EndpointSlice {
+    serde_json::from_value(json!({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": format!("{service}-1"), "namespace": "shop", "labels": {"kubernetes.io/service-name": service}},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": [format!("10.9.{}.1", service.len())], "conditions": {"ready": ready}}]
+    }))
+    .expect("valid")
+}
+
+// One Event per fact, as sent to the API server: three records of one group turning unhealthy
+// are three Events, each naming its record in its note and in `related` (the aggregation
+// key); the last resort is one more; an alias cycle is an Event with its reason.
+#[tokio::test]
+async fn events_name_each_record_and_each_rejection() {
+    let (api, client) = FakeApi::start(Settings::default());
+    let group: RecordGroup = serde_json::from_value(json!({
+        "apiVersion": "healthroute.io/v1alpha1", "kind": "RecordGroup",
+        "metadata": {"name": "web", "namespace": "shop", "generation": 1, "uid": "uid-web"},
+        "spec": {"name": "web.example.com.", "type": "A", "routingPolicy": "MultiValue", "records": [
+            {"setIdentifier": "a", "service": {"name": "svca"}},
+            {"setIdentifier": "b", "service": {"name": "svcbb"}},
+            {"setIdentifier": "c", "service": {"name": "svcccc"}}]}
+    }))
+    .expect("valid");
+    let services = ["svca", "svcbb", "svcccc"];
+    let running = start(
+        client,
+        true,
+        vec![group],
+        services.iter().map(|s| pods_slice(s, true)).collect(),
+        vec![],
+    );
+    api.wait_for("the first status", 0, IN_TIME, |s| {
+        s.is_status_write() && s.path.contains("/recordgroups/web/status")
+    })
+    .await;
+    let before = api.log().len();
+    for s in services {
+        running.send(Input::Slice(Event::Apply(pods_slice(s, false))));
+    }
+    api.wait_for("the LastResortEntered Event", before, IN_TIME, |s| {
+        s.is_event() && s.body["reason"] == "LastResortEntered"
+    })
+    .await;
+    let events: Vec<Json> = api
+        .log()
+        .iter()
+        .skip(before)
+        .filter(|s| s.is_event() && s.body["reason"] == "RecordUnhealthy")
+        .map(|s| s.body.clone())
+        .collect();
+    let mut named: Vec<(String, String)> = events
+        .iter()
+        .map(|e| {
+            (
+                e["related"]["fieldPath"].as_str().unwrap_or("").to_owned(),
+                e["note"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect();
+    named.sort();
+    assert_eq!(named.len(), 3, "{events:#?}");
+    for ((path, note), id) in named.iter().zip(["a", "b", "c"]) {
+        assert_eq!(path, &format!("spec.records{{{id}}}"));
+        assert!(
+            note.starts_with(&format!("record {id} is unhealthy: service ")),
+            "{note}"
+        );
+        assert!(!note.contains("Some("), "{note}");
+    }
+    for e in &events {
+        assert_eq!(e["regarding"]["name"], "web");
+        assert_eq!(e["type"], "Warning");
+    }
+
+    // A rejection is an Event with its reason.
+    let before = api.log().len();
+    let cyclic = |name: &str, target: &str| -> RecordGroup {
+        serde_json::from_value(json!({
+            "apiVersion": "healthroute.io/v1alpha1", "kind": "RecordGroup",
+            "metadata": {"name": name, "namespace": "shop", "generation": 1, "uid": format!("uid-{name}")},
+            "spec": {"name": format!("{name}.example.com."), "type": "A", "routingPolicy": "Simple",
+                     "records": [{"setIdentifier": "x", "alias": {"recordGroup": target}}]}
+        }))
+        .expect("valid")
+    };
+    running.send(Input::Group(Event::Apply(cyclic("ping", "pong"))));
+    running.send(Input::Group(Event::Apply(cyclic("pong", "ping"))));
+    let event = api
+        .wait_for("an AliasCycle Event", before, IN_TIME, |s| {
+            s.is_event() && s.body["reason"] == "AliasCycle"
+        })
+        .await;
+    assert_eq!(event.body["type"], "Warning");
+    assert!(
+        event.body["note"].as_str().is_some_and(
+            |n| n.starts_with("this version is rejected: ") && n.contains("leads back")
+        ),
+        "{}",
+        event.body
+    );
+    running.stop().await;
+}

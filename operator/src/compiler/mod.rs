@@ -51,6 +51,16 @@ pub mod reasons {
     pub const MISSING_TARGET: &str = "MissingTarget";
     pub const TYPE_MISMATCH: &str = "TypeMismatch";
     pub const NO_PRIMARY: &str = "NoPrimary";
+    /// Every rejection reason.
+    pub const ALL: [&str; 7] = [
+        INVALID_SPEC,
+        ZONE_NOT_SERVED,
+        NAME_CONFLICT,
+        ALIAS_CYCLE,
+        MISSING_TARGET,
+        TYPE_MISMATCH,
+        NO_PRIMARY,
+    ];
 }
 
 /// The zone default TTL (SEMANTICS D7).

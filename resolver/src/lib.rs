@@ -8,6 +8,7 @@ pub mod fuzzing;
 pub mod handler;
 pub mod kube;
 pub mod metrics;
+pub mod plugin;
 pub mod server;
 pub mod serving;
 pub mod simulate;

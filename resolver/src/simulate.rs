@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use healthroute_operator::api::CheckType;
 use healthroute_operator::compiler::shift::targets;
-use healthroute_operator::compiler::{CheckerView, Compiler, ObjectKey};
+use healthroute_operator::compiler::{CheckerView, Compiler, ObjectKey, ServedZones};
 use healthroute_operator::manifests::Manifests;
 use healthroute_table::{RecordType, normalize_name};
 use jiff::Timestamp;
@@ -59,6 +59,10 @@ pub struct SimulateArgs {
     /// `zoneName`, else no zone.
     #[arg(long = "from-zone", value_name = "ZONE")]
     pub from_zone: Option<String>,
+    /// Views to start from, each with a fresh heartbeat (`kubectl healthroute explain` passes
+    /// the cluster's: what each checker reported in status).
+    #[arg(skip)]
+    pub views: Vec<(ObjectKey, CheckerView)>,
     /// The zone default TTL (default: healthroute.yaml, else 60).
     #[arg(long = "default-ttl", value_name = "SECONDS")]
     pub default_ttl: Option<u32>,
@@ -73,6 +77,18 @@ pub struct SimulateArgs {
 pub fn run(args: &SimulateArgs) -> Result<String, String> {
     let file = FileConfig::load(&args.manifests)?;
     let (zones, ttl) = zones_and_ttl(&args.zones, args.default_ttl, &file)?;
+    let manifests = Manifests::load_dir(&args.manifests).map_err(|e| e.to_string())?;
+    run_on(args, zones, ttl, manifests, file.zone_name.clone())
+}
+
+/// The simulation over `manifests` (a directory's, or a cluster's current objects).
+pub fn run_on(
+    args: &SimulateArgs,
+    zones: ServedZones,
+    ttl: u32,
+    mut manifests: Manifests,
+    default_from_zone: Option<String>,
+) -> Result<String, String> {
     let now = match &args.now {
         Some(raw) => raw
             .parse::<Timestamp>()
@@ -82,7 +98,6 @@ pub fn run(args: &SimulateArgs) -> Result<String, String> {
     let rtype: RecordType = args.record_type.parse()?;
     let name = normalize_name(&args.name)?;
 
-    let mut manifests = Manifests::load_dir(&args.manifests).map_err(|e| e.to_string())?;
     for ip in &args.not_ready {
         let mut found = false;
         for svc in manifests.services.values_mut() {
@@ -189,6 +204,10 @@ pub fn run(args: &SimulateArgs) -> Result<String, String> {
             }
         }
     }
+    for (key, view) in &args.views {
+        compiler.set_heartbeat(view.checker.clone(), now);
+        compiler.set_check_view(key, view.clone());
+    }
     compiler.set_heartbeat(SIMULATOR, now);
     compiler.compile(now);
 
@@ -239,7 +258,7 @@ pub fn run(args: &SimulateArgs) -> Result<String, String> {
         })
         .collect();
     let counters = AnswerCounters::default();
-    let from_zone = args.from_zone.clone().or_else(|| file.zone_name.clone());
+    let from_zone = args.from_zone.clone().or(default_from_zone);
     let serving = ServingTable::build(&table, &serving_zones, from_zone.as_deref(), &counters)?;
     let qname = wire_name(&name);
     let qtype = wire_type(rtype);

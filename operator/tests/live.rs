@@ -445,3 +445,124 @@ async fn live_the_last_good_version_survives_a_failover() {
         .delete(&ns, &DeleteParams::default())
         .await;
 }
+
+/// A Prometheus stand-in on loopback: answers ALARM (one sample) to requests that carry the
+/// token, 401 otherwise.
+async fn prometheus_stand_in() -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 8192];
+                let n = s.read(&mut buf).await.unwrap_or(0);
+                let head = String::from_utf8_lossy(&buf[..n]).into_owned();
+                let (code, body) = if head.contains("authorization: Bearer live-token") {
+                    (
+                        "200 OK",
+                        r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"0.5"]}]}}"#,
+                    )
+                } else {
+                    (
+                        "401 Unauthorized",
+                        r#"{"status":"error","errorType":"unauthorized","error":"no"}"#,
+                    )
+                };
+                let _ = s
+                    .write_all(format!("HTTP/1.1 {code}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()).as_bytes())
+                    .await;
+            });
+        }
+    });
+    port
+}
+
+// SEM-H14 SEM-H15: on a real API server, the leader reads the token from a Secret with the
+// chart's RBAC (get secrets), evaluates the Metric check once, writes status.metric, and the
+// table moves to the standby.
+#[tokio::test]
+#[ignore = "needs a live API server (HEALTHROUTE_TEST_KUBECONFIG), run with --include-ignored"]
+async fn live_the_leader_evaluates_metric_checks() {
+    let client = client().await;
+    let ns = setup(&client, "metric").await;
+    let port = prometheus_stand_in().await;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), &ns);
+    secrets
+        .patch(
+            "prom",
+            &apply(),
+            &Patch::Apply(
+                json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "prom"},
+                                 "stringData": {"token": "live-token"}}),
+            ),
+        )
+        .await
+        .expect("secret");
+    let checks: Api<HealthCheck> = Api::namespaced(client.clone(), &ns);
+    checks
+        .patch(
+            "errors",
+            &apply(),
+            &Patch::Apply(json!({"apiVersion": "healthroute.io/v1alpha1", "kind": "HealthCheck",
+                "metadata": {"name": "errors"},
+                "spec": {"type": "Metric", "requestIntervalSeconds": 1, "failureThreshold": 1,
+                         "metric": {"prometheus": {"url": format!("http://127.0.0.1:{port}"),
+                                                   "bearerTokenSecretRef": {"name": "prom", "key": "token"}},
+                                    "query": "errors > 0.1"}}})),
+        )
+        .await
+        .expect("check");
+    let rgs: Api<RecordGroup> = Api::namespaced(client.clone(), &ns);
+    rgs.patch(
+        "www",
+        &apply(),
+        &Patch::Apply(json!({"apiVersion": "healthroute.io/v1alpha1", "kind": "RecordGroup",
+            "metadata": {"name": "www"},
+            "spec": {"name": "www.live.example.", "type": "A", "routingPolicy": "Failover", "records": [
+                {"setIdentifier": "primary", "failover": {"role": "Primary"}, "values": ["192.0.2.1"], "healthCheckRef": {"name": "errors"}},
+                {"setIdentifier": "standby", "failover": {"role": "Secondary"}, "values": ["192.0.2.2"]}]}})),
+    )
+    .await
+    .expect("group");
+
+    let (leader_tx, leader_rx) = tokio::sync::watch::channel(true);
+    let (_stop, stop_rx) = tokio::sync::watch::channel(false);
+    let mut config = Config::new(&ns, ServedZones::new(["live.example."]).expect("zone"));
+    config.metric_policy.allow = vec!["127.0.0.0/8".parse().expect("cidr")];
+    let task = tokio::spawn(controller::run(
+        client.clone(),
+        config,
+        leader_rx,
+        Default::default(),
+        stop_rx,
+    ));
+    let key = format!("{ns}/www");
+    wait_secs("the standby in the published table", 30, || async {
+        published(&client, &ns).await.is_some_and(|t| {
+            value_of(&t, &key).contains("192.0.2.2") && !value_of(&t, &key).contains("192.0.2.1")
+        })
+    })
+    .await;
+    wait_secs("status.metric ALARM", 30, || async {
+        checks
+            .get("errors")
+            .await
+            .ok()
+            .and_then(|c| c.status)
+            .is_some_and(|s| {
+                s.healthy == Some(false)
+                    && s.metric.as_ref().is_some_and(|m| {
+                        m.state == "ALARM" && m.value.as_deref() == Some("1 sample, 0.5")
+                    })
+            })
+    })
+    .await;
+    let _ = leader_tx.send(false);
+    task.abort();
+    let _ = Api::<Namespace>::all(client.clone())
+        .delete(&ns, &DeleteParams::default())
+        .await;
+}

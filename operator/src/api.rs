@@ -693,39 +693,62 @@ pub enum NotAppliedReason {
 
 /// Parses `expiresIn` ("90s", "30m", "2h", "1h30m") into seconds.
 pub fn parse_expires_in(raw: &str) -> Result<u64, String> {
-    let mut total = 0u64;
-    let mut number = String::new();
-    let mut seen_unit = false;
-    for c in raw.chars() {
-        if c.is_ascii_digit() {
-            number.push(c);
-            continue;
-        }
-        let unit = match c {
-            'h' => 3600,
-            'm' => 60,
-            's' => 1,
-            _ => {
-                return Err(format!(
-                    "{raw:?}: unexpected {c:?}; use h, m, s as in 2h or 30m"
-                ));
-            }
-        };
-        let n: u64 = number
-            .parse()
-            .map_err(|_| format!("{raw:?}: a number must come before {c:?}"))?;
-        total = total.saturating_add(n.saturating_mul(unit));
-        number.clear();
-        seen_unit = true;
+    // The CRD's rule (`^([0-9]+h)?([0-9]+m)?([0-9]+s)?$`, units once each, largest first),
+    // then jiff reads the span: "30m2h" or "1h1h" are refused here as by the API server.
+    let well_formed = !raw.is_empty()
+        && raw
+            .split_inclusive(['h', 'm', 's'])
+            .try_fold(None::<char>, |last, part| {
+                let unit = part.chars().last()?;
+                let digits = &part[..part.len() - 1];
+                let rank = |u: char| "hms".find(u);
+                let ok = !digits.is_empty()
+                    && digits.bytes().all(|b| b.is_ascii_digit())
+                    && last.is_none_or(|l| rank(l) < rank(unit));
+                ok.then_some(Some(unit))
+            })
+            .is_some();
+    if !well_formed {
+        return Err(format!(
+            "{raw:?}: write a duration as hours, minutes and seconds in that order, as in 2h, 30m or 1h30m"
+        ));
     }
-    if !number.is_empty() || !seen_unit {
-        return Err(format!("{raw:?}: a duration needs a unit, as in 2h or 30m"));
-    }
-    if !(60..=72 * 3600).contains(&total) {
+    let span: jiff::Span = raw
+        .parse()
+        .map_err(|e| format!("{raw:?}: not a duration: {e}"))?;
+    let total = span
+        .total(jiff::Unit::Second)
+        .map_err(|e| format!("{raw:?}: {e}"))?;
+    if !(60.0..=f64::from(72 * 3600)).contains(&total) {
         return Err(format!("{raw:?}: expiresIn is from 1m to 72h"));
     }
-    Ok(total)
+    Ok(total as u64)
 }
 
 /// Labels of an object, as the selector code reads them.
 pub type Labels = BTreeMap<String, String>;
+
+#[cfg(test)]
+mod duration_tests {
+    use super::parse_expires_in;
+
+    // SEM-Z4: expiresIn from 1m to 72h, written as the CRD's rule allows it and nothing else.
+    #[test]
+    fn expires_in_reads_as_the_api_server_does() {
+        for (raw, secs) in [
+            ("1m", 60),
+            ("90s", 90),
+            ("2h", 7200),
+            ("1h30m", 5400),
+            ("72h", 259200),
+            ("1h0m30s", 3630),
+        ] {
+            assert_eq!(parse_expires_in(raw), Ok(secs), "{raw}");
+        }
+        for bad in [
+            "30m2h", "1h1h", "2", "h", "", "59s", "73h", "1.5h", "2d", "1h 30m", "-1h", "PT2H",
+        ] {
+            assert!(parse_expires_in(bad).is_err(), "{bad} was accepted");
+        }
+    }
+}

@@ -6,12 +6,9 @@ use std::fmt;
 use std::net::IpAddr;
 use std::str::FromStr;
 
-/// An IP network in CIDR notation.
+/// An IP network in CIDR notation (an `ipnet::IpNet`; a bare address is its /32 or /128).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Cidr {
-    addr: IpAddr,
-    prefix: u8,
-}
+pub struct Cidr(ipnet::IpNet);
 
 impl Cidr {
     pub fn contains(&self, ip: IpAddr) -> bool {
@@ -20,50 +17,31 @@ impl Cidr {
             IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
             v4 => v4,
         };
-        match (self.addr, ip) {
-            (IpAddr::V4(net), IpAddr::V4(ip)) => {
-                let mask = u32::MAX
-                    .checked_shl(32 - u32::from(self.prefix))
-                    .unwrap_or(0);
-                u32::from(net) & mask == u32::from(ip) & mask
-            }
-            (IpAddr::V6(net), IpAddr::V6(ip)) => {
-                let mask = u128::MAX
-                    .checked_shl(128 - u32::from(self.prefix))
-                    .unwrap_or(0);
-                u128::from(net) & mask == u128::from(ip) & mask
-            }
-            _ => false,
-        }
+        self.0.contains(&ip)
     }
 }
 
 impl FromStr for Cidr {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let (addr, prefix) = match s.split_once('/') {
-            Some((a, p)) => (a, Some(p)),
-            None => (s, None),
-        };
-        let addr: IpAddr = addr
-            .parse()
-            .map_err(|_| format!("{s:?}: not an IP address"))?;
-        let max = if addr.is_ipv4() { 32 } else { 128 };
-        let prefix = match prefix {
-            Some(p) => p
-                .parse::<u8>()
-                .ok()
-                .filter(|p| *p <= max)
-                .ok_or_else(|| format!("{s:?}: prefix must be 0 to {max}"))?,
-            None => max,
-        };
-        Ok(Cidr { addr, prefix })
+        if s.contains('/') {
+            let net: ipnet::IpNet = s.parse().map_err(|_| {
+                format!(
+                    "{s:?}: not a CIDR (an address, a slash and a prefix length, as in 10.0.0.0/8)"
+                )
+            })?;
+            // As written: 10.1.2.3/8 is the network 10.0.0.0/8.
+            Ok(Cidr(net.trunc()))
+        } else {
+            let addr: IpAddr = s.parse().map_err(|_| format!("{s:?}: not an IP address"))?;
+            Ok(Cidr(ipnet::IpNet::from(addr)))
+        }
     }
 }
 
 impl fmt::Display for Cidr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.addr, self.prefix)
+        self.0.fmt(f)
     }
 }
 
@@ -88,9 +66,7 @@ fn cidrs(list: &[&str]) -> Vec<Cidr> {
 impl Cidr {
     /// Whether every address of `self` lies in `outer`.
     pub fn within(&self, outer: &Cidr) -> bool {
-        self.prefix >= outer.prefix
-            && self.addr.is_ipv4() == outer.addr.is_ipv4()
-            && outer.contains(self.addr)
+        outer.0.contains(&self.0)
     }
 }
 

@@ -1,10 +1,15 @@
-//! A minimal HTTP/1.1 admin endpoint shared by the binaries: `/metrics`, `/livez`, `/readyz`.
+//! The admin endpoint shared by the binaries: `/metrics`, `/livez`, `/readyz`, over hyper's
+//! HTTP/1.1 server (one request per connection: probes and scrapers open a connection each).
 //! Health probes hit it every few seconds; it stays out of traces.
 
+use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 
 /// What the endpoint asks its owner.
@@ -15,64 +20,61 @@ pub trait AdminState: Send + Sync + 'static {
     fn ready(&self) -> Result<(), String>;
 }
 
-/// Reads into `buf` until the request head is complete (a blank line ends it) or `buf` is
-/// full; a request may arrive in several segments, and its first read may hold only part of
-/// the request line. `None` when the peer closes first or the read fails.
-async fn read_head(
-    stream: &mut (impl tokio::io::AsyncRead + Unpin),
-    buf: &mut [u8],
-) -> Option<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match stream.read(&mut buf[n..]).await {
-            Ok(0) | Err(_) => return None,
-            Ok(read) => n += read,
-        }
-        if buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
-            break;
-        }
-    }
-    Some(n)
+fn answer(state: &dyn AdminState, request: &Request<Incoming>) -> Response<Full<Bytes>> {
+    let (status, content_type, body) = match request.uri().path() {
+        "/metrics" => (StatusCode::OK, "text/plain; version=0.0.4", state.metrics()),
+        "/livez" => (StatusCode::OK, "text/plain", "ok\n".to_owned()),
+        "/readyz" => match state.ready() {
+            Ok(()) => (StatusCode::OK, "text/plain", "ready\n".to_owned()),
+            Err(why) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "text/plain",
+                format!("{why}\n"),
+            ),
+        },
+        _ => (
+            StatusCode::NOT_FOUND,
+            "text/plain",
+            "not found\n".to_owned(),
+        ),
+    };
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static(content_type),
+    );
+    response
 }
 
-/// Serves until the listener fails. Each connection gets one response.
+/// Serves until the listener fails. Each connection gets one response; a request head must
+/// arrive within 5 seconds.
 pub async fn serve(listener: TcpListener, state: Arc<dyn AdminState>) {
     loop {
-        let Ok((mut stream, _)) = listener.accept().await else {
+        let Ok((stream, _)) = listener.accept().await else {
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         };
         let state = state.clone();
         tokio::spawn(async move {
-            let mut buf = [0u8; 2048];
-            let Ok(Some(n)) =
-                tokio::time::timeout(Duration::from_secs(5), read_head(&mut stream, &mut buf))
-                    .await
-            else {
-                return;
-            };
-            let request = String::from_utf8_lossy(&buf[..n]);
-            let path = request.split_whitespace().nth(1).unwrap_or("/");
-            let (status, content_type, body) = match path {
-                "/metrics" => ("200 OK", "text/plain; version=0.0.4", state.metrics()),
-                "/livez" => ("200 OK", "text/plain", "ok\n".to_owned()),
-                "/readyz" => match state.ready() {
-                    Ok(()) => ("200 OK", "text/plain", "ready\n".to_owned()),
-                    Err(why) => ("503 Service Unavailable", "text/plain", format!("{why}\n")),
-                },
-                _ => ("404 Not Found", "text/plain", "not found\n".to_owned()),
-            };
-            let response = format!(
-                "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = stream.write_all(response.as_bytes()).await;
+            let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+                let response = answer(&*state, &request);
+                async move { Ok::<_, Infallible>(response) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .keep_alive(false)
+                .timer(TokioTimer::new())
+                .header_read_timeout(Duration::from_secs(5))
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
         });
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
     use super::*;
 
     struct Fixed;

@@ -1,17 +1,18 @@
 //! One observation of one target (SEMANTICS H2, H3, H4).
 //!
-//! HTTP/1.1 is spoken by hand over a tokio socket: the probe needs exact control over what
-//! the rules time (connect within the connect timeout; status line, and the search string
-//! within the first 5,120 body bytes, within the response timeout after connecting), reads
-//! no more than that prefix, follows no redirect, and must not validate certificates (HTTPS
-//! health checks pass on self-signed and expired certificates, as Route 53's do).
+//! The probe connects the socket itself (the connect timeout, the target policy on the
+//! resolved address) and speaks HTTP/1.1 over it with hyper's client connection: the status
+//! line, and the search string within the first 5,120 body bytes, within the response timeout
+//! after connecting; it reads no more than that prefix, follows no redirect, and does not
+//! validate certificates (HTTPS health checks pass on self-signed and expired certificates,
+//! as Route 53's do).
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use rustls::pki_types::ServerName;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
 use crate::api::{CheckType, HealthCheckSpec};
@@ -207,11 +208,12 @@ pub async fn probe(spec: &ProbeSpec, policy: &TargetPolicy) -> Observation {
     }
 }
 
-/// Sends the request and reads the status, then the body prefix when a search string is set.
-/// Returns the status text on success, the failure reason otherwise.
-/// One HTTP request and its response over `stream` (H2, H3): the status, or why not.
-pub async fn http_exchange<S: AsyncRead + AsyncWrite + Unpin>(
-    mut stream: S,
+/// One HTTP request and its response over `stream` (H2, H3), through hyper's HTTP/1.1 client
+/// connection: the status, or why not. Redirects are not followed (a 3xx is a success, as
+/// for Route 53); with a search string, at most the first [`SEARCH_WINDOW`] body bytes are
+/// read (decoded when chunked). The caller bounds the whole exchange by the response timeout.
+pub async fn http_exchange<S: AsyncRead + AsyncWrite + Unpin + Send>(
+    stream: S,
     spec: &ProbeSpec,
 ) -> Result<String, String> {
     let host = spec
@@ -231,91 +233,99 @@ pub async fn http_exchange<S: AsyncRead + AsyncWrite + Unpin>(
     } else {
         format!("{host}:{}", spec.port)
     };
-    let request = format!(
-        "GET {} HTTP/1.1\r\nHost: {host_header}\r\nUser-Agent: healthroute-checker\r\nAccept: */*\r\nConnection: close\r\n\r\n",
-        spec.path
-    );
-    stream
-        .write_all(request.as_bytes())
+    let request = http::Request::get(spec.path.as_str())
+        .header(http::header::HOST, host_header)
+        .header(http::header::USER_AGENT, "healthroute-checker")
+        .header(http::header::ACCEPT, "*/*")
+        .header(http::header::CONNECTION, "close")
+        .body(http_body_util::Empty::<hyper::body::Bytes>::new())
+        .map_err(|e| format!("cannot build the request: {e}"))?;
+    let (mut sender, connection) = hyper::client::conn::http1::Builder::new()
+        .title_case_headers(true)
+        .max_buf_size(MAX_HEADER_BYTES)
+        .handshake(hyper_util::rt::TokioIo::new(stream))
         .await
-        .map_err(|e| format!("sending the request failed: {e}"))?;
-
-    let mut buf = Vec::with_capacity(4096);
-    let header_end = loop {
-        if let Some(i) = find(&buf, b"\r\n\r\n") {
-            break i + 4;
+        .map_err(|e| reason(&e))?;
+    let search = spec.search.clone();
+    let exchange = async move {
+        let response = sender.send_request(request).await.map_err(|e| reason(&e))?;
+        let code = response.status().as_u16();
+        let status = format!(
+            "{code} {}",
+            response.status().canonical_reason().unwrap_or("")
+        );
+        if !(200..400).contains(&code) {
+            return Err(format!("status {code}"));
         }
-        if buf.len() > MAX_HEADER_BYTES {
-            return Err("response headers over 16 KiB".into());
+        let Some(search) = search else {
+            return Ok(status.trim_end().to_owned());
+        };
+        // H3: the search string within the first 5,120 body bytes.
+        let mut body = response.into_body();
+        let mut window = Vec::with_capacity(SEARCH_WINDOW);
+        while window.len() < SEARCH_WINDOW {
+            match http_body_util::BodyExt::frame(&mut body).await {
+                Some(Ok(frame)) => {
+                    if let Some(data) = frame.data_ref() {
+                        let room = SEARCH_WINDOW - window.len();
+                        window.extend_from_slice(&data[..data.len().min(room)]);
+                        if find(&window, &search).is_some() {
+                            return Ok(status.trim_end().to_owned());
+                        }
+                    }
+                }
+                Some(Err(e)) => return Err(reason(&e)),
+                None => break,
+            }
         }
-        let n = read_more(&mut stream, &mut buf).await?;
-        if n == 0 {
-            return Err(if buf.is_empty() {
-                "connection closed without a response".into()
-            } else {
-                "connection closed in the response headers".into()
-            });
-        }
-    };
-    let head = String::from_utf8_lossy(&buf[..header_end]).into_owned();
-    let status_line = head.lines().next().unwrap_or("");
-    let mut parts = status_line.splitn(3, ' ');
-    let version = parts.next().unwrap_or("");
-    let code: u16 = parts
-        .next()
-        .and_then(|c| c.parse().ok())
-        .filter(|_| version.starts_with("HTTP/"))
-        .ok_or_else(|| format!("not an HTTP response: {:?}", truncate(status_line, 40)))?;
-    let status = format!("{code} {}", parts.next().unwrap_or("").trim());
-    if !(200..400).contains(&code) {
-        return Err(format!("status {code}"));
-    }
-    let Some(search) = &spec.search else {
-        return Ok(status.trim_end().to_owned());
-    };
-
-    // H3: the search string within the first 5,120 body bytes, decoded if chunked.
-    let chunked = head.lines().any(|l| {
-        let l = l.to_ascii_lowercase();
-        l.starts_with("transfer-encoding:") && l.contains("chunked")
-    });
-    let mut raw = buf.split_off(header_end);
-    let mut body = Vec::with_capacity(SEARCH_WINDOW);
-    let mut decoder = Dechunker::default();
-    loop {
-        if chunked {
-            decoder.feed(&mut raw, &mut body);
-        } else {
-            body.append(&mut raw);
-        }
-        let window = &body[..body.len().min(SEARCH_WINDOW)];
-        if find(window, search).is_some() {
+        if find(&window, &search).is_some() {
             return Ok(status.trim_end().to_owned());
         }
-        if body.len() >= SEARCH_WINDOW || decoder.done {
-            break;
-        }
-        if read_more(&mut stream, &mut raw).await? == 0 {
-            break;
+        Err(format!(
+            "search string not found in first {SEARCH_WINDOW} bytes"
+        ))
+    };
+    // The connection is driven alongside the exchange; once it ends, what it delivered is
+    // still read.
+    tokio::pin!(exchange, connection);
+    let mut connection_done = false;
+    loop {
+        tokio::select! {
+            result = &mut exchange => return result,
+            done = &mut connection, if !connection_done => {
+                connection_done = true;
+                if let Err(e) = done {
+                    return Err(reason(&e));
+                }
+            }
         }
     }
-    Err(format!(
-        "search string not found in first {SEARCH_WINDOW} bytes"
-    ))
 }
 
-async fn read_more<S: AsyncRead + Unpin>(
-    stream: &mut S,
-    buf: &mut Vec<u8>,
-) -> Result<usize, String> {
-    let mut chunk = [0u8; 4096];
-    match stream.read(&mut chunk).await {
-        Ok(n) => {
-            buf.extend_from_slice(&chunk[..n]);
-            Ok(n)
+/// A hyper error as a probe reason: what a person reading the check's status needs.
+fn reason(e: &hyper::Error) -> String {
+    use std::error::Error as _;
+    let mut source = e.source();
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            return match io.kind() {
+                std::io::ErrorKind::ConnectionReset => "connection reset".into(),
+                std::io::ErrorKind::UnexpectedEof => "connection closed in the response".into(),
+                _ => format!("reading the response failed: {io}"),
+            };
         }
-        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => Err("connection reset".into()),
-        Err(e) => Err(format!("reading the response failed: {e}")),
+        source = s.source();
+    }
+    if e.is_incomplete_message() {
+        "connection closed without a complete response".into()
+    } else if e.is_parse() {
+        if e.is_parse_too_large() {
+            "response headers over 16 KiB".into()
+        } else {
+            format!("not an HTTP response ({e})")
+        }
+    } else {
+        format!("the exchange failed: {e}")
     }
 }
 
@@ -326,62 +336,6 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
 
-fn truncate(s: &str, n: usize) -> String {
-    s.chars().take(n).collect()
-}
-
-/// Decodes `Transfer-Encoding: chunked` incrementally.
-#[derive(Default)]
-struct Dechunker {
-    /// Bytes left in the current chunk; `None` while a size line is expected.
-    remaining: Option<usize>,
-    done: bool,
-}
-
-impl Dechunker {
-    fn feed(&mut self, raw: &mut Vec<u8>, body: &mut Vec<u8>) {
-        let mut pos = 0;
-        while !self.done {
-            match self.remaining {
-                None => {
-                    let Some(end) = find(&raw[pos..], b"\r\n") else {
-                        break;
-                    };
-                    let line = String::from_utf8_lossy(&raw[pos..pos + end]).into_owned();
-                    let size =
-                        usize::from_str_radix(line.split(';').next().unwrap_or("").trim(), 16)
-                            .unwrap_or(0);
-                    pos += end + 2;
-                    if size == 0 {
-                        self.done = true;
-                    } else {
-                        self.remaining = Some(size);
-                    }
-                }
-                Some(0) => {
-                    // The CRLF after a chunk.
-                    if raw.len() - pos < 2 {
-                        break;
-                    }
-                    pos += 2;
-                    self.remaining = None;
-                }
-                Some(n) => {
-                    let take = n.min(raw.len() - pos);
-                    if take == 0 {
-                        break;
-                    }
-                    body.extend_from_slice(&raw[pos..pos + take]);
-                    pos += take;
-                    self.remaining = Some(n - take);
-                }
-            }
-        }
-        raw.drain(..pos);
-    }
-}
-
-/// A TLS client that accepts any certificate (H2) and speaks with the ring provider only.
 fn insecure_tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
     static CONFIG: OnceLock<Result<Arc<rustls::ClientConfig>, String>> = OnceLock::new();
     CONFIG

@@ -382,8 +382,13 @@ impl Control {
     fn take_evaluation(&mut self, event: CheckerEvent) {
         match event {
             CheckerEvent::View { check, view } => {
-                if self.term == 0 {
-                    return; // from a term that ended
+                let still_metric = self
+                    .index
+                    .checks
+                    .get(&check)
+                    .is_some_and(|c| c.spec.check_type == crate::api::CheckType::Metric);
+                if self.term == 0 || !still_metric {
+                    return; // from a term that ended, or a check that is no longer Metric
                 }
                 self.metric_status.insert(
                     check.clone(),

@@ -175,9 +175,11 @@ impl Index {
             .collect();
         // The leader's own Metric-check view lives in memory only (H14): a status event (often
         // the echo of our own write) must not drop it.
+        let metric = c.spec.check_type == crate::api::CheckType::Metric;
         if let Some(own) = self
             .compiler
             .check_view(&key, crate::checker::METRIC_EVALUATOR)
+            .filter(|_| metric)
             .cloned()
         {
             input.views.retain(|v| v.checker != own.checker);
@@ -311,5 +313,51 @@ impl Index {
             .filter_map(|(_, g)| *g)
             .max()
             .unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::runtime::watcher::Event;
+    use serde_json::json;
+
+    use super::*;
+    use crate::checker::METRIC_EVALUATOR;
+
+    fn check(check_type: &str) -> HealthCheck {
+        let spec = if check_type == "Metric" {
+            json!({"type": "Metric", "metric": {"prometheus": {"url": "http://p:9090"}, "query": "up == 0"}})
+        } else {
+            json!({"type": check_type, "target": {"address": "192.0.2.1", "port": 80}})
+        };
+        serde_json::from_value(json!({
+            "apiVersion": "healthroute.io/v1alpha1", "kind": "HealthCheck",
+            "metadata": {"name": "m", "namespace": "shop"}, "spec": spec,
+            "status": {"healthy": false}
+        }))
+        .expect("valid")
+    }
+
+    // SEM-H14: the leader's in-memory view of a Metric check survives the watch echo of a
+    // status write; a check that is no longer Metric does not keep it.
+    #[test]
+    fn the_evaluators_view_survives_status_echoes_only_while_metric() {
+        let mut index = Index::new(ServedZones::new(["example.com"]).expect("zone"), 60);
+        let key = ObjectKey::new("shop", "m");
+        index.apply(Input::Check(Event::Apply(check("Metric"))));
+        let view = CheckerView {
+            checker: METRIC_EVALUATOR.into(),
+            zone: None,
+            healthy: false,
+            message: Some("ALARM: 1 sample, 1".into()),
+        };
+        index.compiler.set_check_view(&key, view.clone());
+        index.apply(Input::Check(Event::Apply(check("Metric"))));
+        assert_eq!(
+            index.compiler.check_view(&key, METRIC_EVALUATOR),
+            Some(&view)
+        );
+        index.apply(Input::Check(Event::Apply(check("HTTP"))));
+        assert_eq!(index.compiler.check_view(&key, METRIC_EVALUATOR), None);
     }
 }

@@ -194,10 +194,20 @@ pub struct AppliedKeys {
 /// How manifests are read: as kubectl reads them (YAML 1.1 booleans such as `y`, `yes`, `on`,
 /// and octal `0755`), so that a file means the same in standalone mode and to the API server.
 /// An unquoted `y` where a string belongs is then an error here too, naming the field.
+///
+/// The parser's budget is sized for manifest directories of 100,000 groups and more (its
+/// defaults stop a file at 1,024 documents and 250,000 nodes); the limits that stop alias
+/// and anchor bombs stay as they are.
 pub fn yaml_options() -> serde_saphyr::Options {
     let mut options = serde_saphyr::Options::default();
     options.strict_booleans = false;
     options.legacy_octal_numbers = true;
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_documents = 10_000_000;
+    budget.max_nodes = 500_000_000;
+    budget.max_events = 1_000_000_000;
+    budget.max_total_scalar_bytes = 4 * 1024 * 1024 * 1024;
+    options.budget = Some(budget);
     options
 }
 
@@ -797,6 +807,21 @@ spec: {awayFrom: zone-b, target: {recordGroup: api}, expiresIn: 100h}
             let errs = load(&check(spec)).expect_err(spec).to_string();
             assert!(errs.contains(want), "{spec}: {errs}");
         }
+    }
+
+    // A directory of many groups: one file of 5,000 documents loads (the YAML parser's
+    // default budget stopped at 1,024).
+    #[test]
+    fn large_files_load() {
+        let text: String = (0..5_000)
+            .map(|i| {
+                format!(
+                    "---\napiVersion: healthroute.io/v1alpha1\nkind: RecordGroup\nmetadata: {{name: n{i}, namespace: shop}}\n\
+                     spec: {{name: n{i}.example.com., type: A, routingPolicy: Simple, records: [{{setIdentifier: x, values: [192.0.2.1]}}]}}\n"
+                )
+            })
+            .collect();
+        assert_eq!(load(&text).expect("loads").groups.len(), 5_000);
     }
 
     // As kubectl reads YAML (1.1): an unquoted `y` is a boolean, so where a string belongs it

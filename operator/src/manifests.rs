@@ -337,19 +337,22 @@ impl Doc<'_> {
 }
 
 impl Loader {
+    /// Reads a file's documents one at a time (streamed: a file of 100,000 groups never holds
+    /// more than a document's parse at once). Documents are numbered as they come, empty
+    /// ones skipped; a syntax error ends the file (the stream cannot resume).
     fn add_file(&mut self, file: &Path, text: &str) {
-        match serde_saphyr::from_multiple_with_options::<Json>(text, yaml_options()) {
-            Ok(documents) => {
-                for (i, value) in documents.into_iter().enumerate() {
-                    if !value.is_null() {
-                        self.add_object(&Doc { file, index: i + 1 }, value);
-                    }
+        let mut reader = std::io::Cursor::new(text.as_bytes());
+        let documents = serde_saphyr::read_with_options::<_, Json>(&mut reader, yaml_options());
+        for (i, document) in documents.enumerate() {
+            let doc = Doc { file, index: i + 1 };
+            match document {
+                Ok(Json::Null) => {}
+                Ok(value) => self.add_object(&doc, value),
+                Err(e) => {
+                    self.errors
+                        .push(doc.error(None, None, format!("not valid YAML: {e}")));
+                    break;
                 }
-            }
-            Err(e) => {
-                let doc = Doc { file, index: 0 };
-                self.errors
-                    .push(doc.error(None, None, format!("not valid YAML: {e}")));
             }
         }
     }

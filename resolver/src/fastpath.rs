@@ -316,8 +316,7 @@ mod tests {
                     record_type: rtype,
                     ttl: 30,
                     last_resort: false,
-                    zone_affinity: false,
-                    zones: Default::default(),
+                    zone_affinity: None,
                     selection: Selection::Fixed(Answer {
                         set_identifier: "x".into(),
                         target: Target::Values(values),
@@ -573,8 +572,7 @@ mod tests {
                     key: "t/mv".into(),
                     name: "mv.example.com.".into(),
                     record_type: RecordType::A,
-                    zone_affinity: false,
-                    zones: Default::default(),
+                    zone_affinity: None,
                     ttl: 30,
                     last_resort: false,
                     selection: Selection::MultiValue {

@@ -281,9 +281,8 @@ impl ServingTable {
                 ttl: group.ttl,
                 last_resort: group.last_resort,
                 selection: selection.map(&mut |v: &Value| encode_wire(v, group.ttl)),
-                zone_affinity: group.zone_affinity,
-                // The other zones' views are not this resolver's to serve.
-                zones: Default::default(),
+                // The flag only: the zones' views are not this resolver's to serve.
+                zone_affinity: group.zone_affinity.as_ref().map(|_| Box::default()),
             };
             let group_counters = GroupCounters {
                 by_record: set_identifiers(selection)
@@ -293,6 +292,7 @@ impl ServingTable {
                 last_resort: counters.last_resort(&group.key),
                 locality: group
                     .zone_affinity
+                    .is_some()
                     .then(|| counters.locality(&group.key, same_zone)),
             };
             let index = groups.len() as u32;

@@ -325,7 +325,7 @@ pub fn run_on(
         chained.push(key);
     }
     for step in chain.iter() {
-        if !step.group.wire.zone_affinity {
+        if step.group.wire.zone_affinity.is_none() {
             continue;
         }
         let compiled = table.groups.get(&step.group.wire.key);
@@ -333,7 +333,7 @@ pub fn run_on(
             (None, _) => {
                 "asked from no zone (--from-zone ZONE): answers from every zone".to_owned()
             }
-            (Some(z), Some(g)) if g.zones.contains_key(z.as_str()) => {
+            (Some(z), Some(g)) if g.selection_for(Some(z)).1 => {
                 format!("asked from {z}: answers from {z} only")
             }
             (Some(z), _) => format!(
@@ -635,8 +635,7 @@ mod tests {
                 record_type,
                 ttl: 30,
                 last_resort: false,
-                zone_affinity: false,
-                zones: Default::default(),
+                zone_affinity: None,
                 selection,
             },
         )

@@ -65,7 +65,8 @@ impl Standalone {
     ) -> Self {
         Standalone {
             dir,
-            compiler: Compiler::new(zones, default_ttl),
+            // Standalone mode writes no status: the per-record texts would only take memory.
+            compiler: Compiler::new(zones, default_ttl).without_statuses(),
             applied: None,
             fingerprint: Vec::new(),
             tables,

@@ -54,6 +54,8 @@ pub struct GroupEnv<'a> {
     pub shifts: &'a [ActiveShift],
     /// Whether to write the decision path ([`GroupOutcome::explain`]).
     pub explain: bool,
+    /// Whether to write the per-record status ([`GroupOutcome::records`]).
+    pub statuses: bool,
 }
 
 /// The decision path of one compile, written only when asked for: the simulator asks, the
@@ -366,7 +368,7 @@ pub fn compile(
             "no record is healthy: last resort, every record is treated as healthy".into()
         });
     }
-    let mut records = Vec::with_capacity(spec.records.len());
+    let mut records = Vec::with_capacity(if env.statuses { spec.records.len() } else { 0 });
     for ((r, e), note) in spec.records.iter().zip(&evaluated).zip(&notes) {
         explain.line(|| {
             format!(
@@ -380,6 +382,9 @@ pub fn compile(
                 note
             )
         });
+        if !env.statuses {
+            continue;
+        }
         let answered: Vec<String> = match &e.alias {
             Some(k) => vec![format!("alias {}", k.name)],
             None if last_resort => e.all_values.iter().map(Value::to_string).collect(),
@@ -408,8 +413,7 @@ pub fn compile(
         ttl: spec.ttl.unwrap_or(default_ttl),
         last_resort,
         selection,
-        zone_affinity: affinity,
-        zones,
+        zone_affinity: affinity.then(|| Box::new(healthroute_table::ZoneViews { zones })),
     };
     GroupOutcome {
         compiled: Ok(Arc::new(compiled)),

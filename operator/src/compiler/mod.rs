@@ -231,6 +231,8 @@ pub struct Compiler {
     recovered: BTreeSet<ObjectKey>,
     /// Whether outcomes carry their decision path ([`GroupOutcome::explain`]).
     explain: bool,
+    /// Whether outcomes leave out the per-record status ([`GroupOutcome::records`]).
+    no_statuses: bool,
 }
 
 impl Compiler {
@@ -246,6 +248,13 @@ impl Compiler {
     /// leave it empty (at 10,000 groups the lines would take megabytes nobody reads).
     pub fn explaining(mut self) -> Self {
         self.explain = true;
+        self
+    }
+
+    /// A compiler whose outcomes leave out the per-record status (standalone mode writes no
+    /// status; at 10,000 groups the records' texts take over a megabyte).
+    pub fn without_statuses(mut self) -> Self {
+        self.no_statuses = true;
         self
     }
 
@@ -642,6 +651,7 @@ impl Compiler {
             alias_target: &alias_target,
             shifts: &shifts,
             explain: self.explain,
+            statuses: !self.no_statuses,
         };
         Some(group::compile(
             &env,

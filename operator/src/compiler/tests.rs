@@ -1414,3 +1414,30 @@ fn metric_checks_count_their_one_evaluator_and_nest_in_calculated_checks() {
         "inverted ALARM"
     );
 }
+
+// What a compiler leaves out (the decision path, the record statuses) never changes the table.
+#[test]
+fn lighter_compilers_serve_the_same_table() {
+    let mut full = mk_compiler();
+    let mut light = mk_compiler().without_statuses();
+    for c in [&mut full, &mut light] {
+        weighted_10_20_20(c);
+        set_check(c, "hc-a", false);
+        c.compile(t0());
+    }
+    assert_eq!(full.table().groups, light.table().groups);
+    assert_eq!(
+        full.group_status(&key("api"))
+            .expect("status")
+            .records
+            .len(),
+        3
+    );
+    assert!(
+        light
+            .outcome(&key("api"))
+            .expect("outcome")
+            .records
+            .is_empty()
+    );
+}

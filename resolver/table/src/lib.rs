@@ -386,21 +386,36 @@ pub struct CompiledGroup<V> {
     /// True while no record is healthy and SEMANTICS S6 chose among all of them.
     pub last_resort: bool,
     pub selection: Selection<V>,
-    /// `zoneAffinity: PreferSameZone` (SEMANTICS A1): a resolver whose zone is a key of
-    /// `zones` answers from that selection, every other one from `selection`.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub zone_affinity: bool,
-    /// Per zone, the candidates of `selection` that lie in it, for the zones that hold enough
-    /// of them (A2, A3). Empty without affinity and under the last resort (A4).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    /// `zoneAffinity: PreferSameZone` (SEMANTICS A1); `None` without it. Boxed: most groups
+    /// have none, and each one costs a pointer, not a map.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone_affinity: Option<Box<ZoneViews<V>>>,
+}
+
+/// A group's zone views (A1-A3): a resolver whose zone is a key of `zones` answers from that
+/// selection, every other one from the group's own.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", bound(deserialize = "V: Deserialize<'de>"))]
+pub struct ZoneViews<V> {
+    /// Per zone, the candidates of the group's selection that lie in it, for the zones that
+    /// hold enough of them. Empty under the last resort (A4).
+    #[serde(default = "BTreeMap::new", skip_serializing_if = "BTreeMap::is_empty")]
     pub zones: BTreeMap<Arc<str>, Selection<V>>,
+}
+
+impl<V> Default for ZoneViews<V> {
+    fn default() -> Self {
+        ZoneViews {
+            zones: BTreeMap::new(),
+        }
+    }
 }
 
 impl<V> CompiledGroup<V> {
     /// The selection a resolver in `zone` answers from (A1: its zone's, else every zone's),
     /// and whether it is its zone's.
     pub fn selection_for(&self, zone: Option<&str>) -> (&Selection<V>, bool) {
-        match zone.and_then(|z| self.zones.get(z)) {
+        match zone.and_then(|z| self.zone_affinity.as_ref()?.zones.get(z)) {
             Some(s) => (s, true),
             None => (&self.selection, false),
         }
@@ -414,12 +429,11 @@ impl<V> CompiledGroup<V> {
             ttl: self.ttl,
             last_resort: self.last_resort,
             selection: self.selection.map(f),
-            zone_affinity: self.zone_affinity,
-            zones: self
-                .zones
-                .iter()
-                .map(|(z, s)| (z.clone(), s.map(f)))
-                .collect(),
+            zone_affinity: self.zone_affinity.as_ref().map(|v| {
+                Box::new(ZoneViews {
+                    zones: v.zones.iter().map(|(z, s)| (z.clone(), s.map(f))).collect(),
+                })
+            }),
         }
     }
 }
@@ -559,8 +573,7 @@ mod tests {
             record_type: RecordType::A,
             ttl: 60,
             last_resort: false,
-            zone_affinity: false,
-            zones: Default::default(),
+            zone_affinity: None,
             selection,
         }
     }
@@ -709,8 +722,7 @@ mod tests {
                 key: "ns/g".into(),
                 name: "g.example.com.".into(),
                 record_type: RecordType::A,
-                zone_affinity: false,
-                zones: Default::default(),
+                zone_affinity: None,
                 ttl: 30,
                 last_resort: true,
                 selection: Selection::Fixed(Answer {
@@ -746,11 +758,15 @@ mod tests {
                 (1, mk_answer_value("b", 2)),
             ])
             .expect("weighted"),
-            zone_affinity: true,
-            zones: [("zone-a".into(), fixed("a", 1))].into_iter().collect(),
+            zone_affinity: Some(Box::new(ZoneViews {
+                zones: [("zone-a".into(), fixed("a", 1))].into_iter().collect(),
+            })),
         };
         let json = serde_json::to_string(&group).expect("serializes");
-        assert!(json.contains(r#""zoneAffinity":true"#) && json.contains(r#""zones":{"zone-a""#));
+        assert!(
+            json.contains(r#""zoneAffinity":{"zones":{"zone-a""#),
+            "{json}"
+        );
         let back: CompiledGroup<Value> = serde_json::from_str(&json).expect("parses");
         assert_eq!(back, group);
         assert_eq!(back.selection_for(Some("zone-a")), (&fixed("a", 1), true));
@@ -760,12 +776,12 @@ mod tests {
         );
         assert_eq!(back.selection_for(None), (&group.selection, false));
 
-        let old = json.replace(r#","zoneAffinity":true"#, "").replace(
-            &json[json.find(r#","zones""#).expect("zones")..json.len() - 1],
+        let old = json.replace(
+            &json[json.find(r#","zoneAffinity""#).expect("zoneAffinity")..json.len() - 1],
             "",
         );
         let old: CompiledGroup<Value> = serde_json::from_str(&old).expect("parses");
-        assert!(!old.zone_affinity && old.zones.is_empty());
+        assert!(old.zone_affinity.is_none());
     }
 
     fn mk_answer_value(id: &str, ip: u8) -> Answer<Value> {

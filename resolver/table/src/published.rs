@@ -326,8 +326,7 @@ mod tests {
                     record_type: RecordType::A,
                     ttl: 60,
                     last_resort: false,
-                    zone_affinity: false,
-                    zones: Default::default(),
+                    zone_affinity: None,
                     selection: Selection::Fixed(Answer {
                         set_identifier: "x".into(),
                         target: Target::Values(vec![Value::A([192, 0, 2, ip_last].into())]),

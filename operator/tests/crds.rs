@@ -100,7 +100,7 @@ fn health_check_cel_rules() {
     assert_eq!(
         errors(
             &schema,
-            hc(json!({"type": "HTTP", "target": {"address": "192.0.2.1", "port": 80}}))
+            hc(json!({"type": "HTTP", "target": {"address": "127.0.0.1", "port": 80}}))
         ),
         Vec::<String>::new()
     );

@@ -57,7 +57,7 @@ fn checks() -> Json {
     json!([
         {"apiVersion": "healthroute.io/v1alpha1", "kind": "HealthCheck",
          "metadata": {"name": "web-a", "namespace": "shop"},
-         "spec": {"type": "HTTP", "target": {"address": "10.0.1.5", "port": 8080, "path": "/healthz"}},
+         "spec": {"type": "HTTP", "target": {"address": "127.0.0.1", "port": 18080, "path": "/healthz"}},
          "status": {"healthy": true, "checkersHealthy": "1/2", "checkers": [
              {"name": "resolver-7f9c", "zone": "zone-a", "healthy": true, "lastObserved": "2026-12-01T11:00:00Z", "message": "200 OK in 3 ms"},
              {"name": "resolver-k2m4", "zone": "zone-b", "healthy": false, "lastObserved": "2026-12-01T11:00:01Z", "message": "connect refused"}]}},
@@ -68,7 +68,7 @@ fn checks() -> Json {
                     "metric": {"state": "ALARM", "value": "1 sample, 0.083", "lastEvaluated": "2026-12-01T11:00:02Z"}}},
         {"apiVersion": "healthroute.io/v1alpha1", "kind": "HealthCheck",
          "metadata": {"name": "down", "namespace": "shop"},
-         "spec": {"type": "TCP", "target": {"address": "10.0.9.9", "port": 5432}},
+         "spec": {"type": "TCP", "target": {"address": "127.0.0.1", "port": 15432}},
          "status": {"healthy": false, "checkersHealthy": "0/2"}},
     ])
 }

@@ -3,6 +3,10 @@
 //! check's CA only, the target policy, and timeouts. The real Prometheus is in the e2e suite
 //! (tests/e2e/metric.rs).
 
+mod support {
+    pub mod tls;
+}
+
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -145,20 +149,7 @@ async fn the_request_carries_the_encoded_query_and_the_token() {
 }
 
 fn tls_pair() -> (Arc<rustls::ServerConfig>, String) {
-    let params = rcgen::CertificateParams::new(vec!["localhost".to_string()]).expect("params");
-    let key = rcgen::KeyPair::generate().expect("key");
-    let cert = params.self_signed(&key).expect("cert");
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .with_no_client_auth()
-        .with_single_cert(
-            vec![cert.der().clone()],
-            rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
-        )
-        .expect("cert");
-    (Arc::new(config), cert.pem())
+    support::tls::self_signed("localhost", false)
 }
 
 // SEM-H15: https is verified against the check's CA bundle and nothing else: the right CA

@@ -1,6 +1,10 @@
 //! Probes against real servers on loopback (SEMANTICS H2, H3, H4): every server here is
 //! started by the test and misbehaves in one precise way.
 
+mod support {
+    pub mod tls;
+}
+
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -264,25 +268,7 @@ async fn tcp_connect_timeout() {
 }
 
 fn tls_server_config(expired: bool) -> Arc<rustls::ServerConfig> {
-    let mut params =
-        rcgen::CertificateParams::new(vec!["web.example.com".to_string()]).expect("params");
-    if expired {
-        params.not_before = time::OffsetDateTime::now_utc() - time::Duration::days(30);
-        params.not_after = time::OffsetDateTime::now_utc() - time::Duration::days(1);
-    }
-    let key = rcgen::KeyPair::generate().expect("key");
-    let cert = params.self_signed(&key).expect("cert");
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .with_no_client_auth()
-        .with_single_cert(
-            vec![cert.der().clone()],
-            rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
-        )
-        .expect("cert");
-    Arc::new(config)
+    support::tls::self_signed("web.example.com", expired).0
 }
 
 /// An HTTPS server answering 200; records the SNI it was asked for.

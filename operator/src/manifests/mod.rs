@@ -7,7 +7,6 @@
 //! at fault. Services (for `addresses: ClusterIP`) and `discovery.k8s.io/v1` EndpointSlices
 //! (as `kubectl get endpointslices -o yaml` writes them) supply pod readiness. Other kinds are
 //! skipped with a warning; `healthroute.yaml` is the standalone configuration, not a manifest.
-
 //!
 //! ```text
 //!   files.rs     the directory, its files, the YAML stream as kubectl reads it, each object typed

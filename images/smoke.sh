@@ -15,7 +15,11 @@ export STORAGE_DRIVER=${STORAGE_DRIVER:-vfs}
 pids=()
 ctr=
 cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  # The servers and their children (a background job may be a subshell around chroot).
+  for p in "${pids[@]}"; do
+    pkill -P "$p" 2>/dev/null || true
+    kill "$p" 2>/dev/null || true
+  done
   wait 2>/dev/null || true
   if [ -n "$ctr" ]; then
     buildah umount "$ctr" >/dev/null 2>&1 || true
@@ -35,7 +39,8 @@ for sh in bin/sh bin/bash usr/bin/sh; do
 done
 echo "smoke: image $image, user $user, no shell, $(find "$root" -type f | wc -l) files"
 
-# Runs a binary of the image, chrooted into its root filesystem as its user.
+# Runs a binary of the image, chrooted into its root filesystem as its user (in the
+# foreground; the servers below are started with chroot itself, so that $! is their pid).
 in_image() { chroot --userspec=65532:65532 "$root" "$@"; }
 
 in_image /healthroute-operator --help | grep -q "Usage" || fail "healthroute-operator --help"
@@ -90,8 +95,8 @@ expect() {
 }
 
 port=$(free_port)
-in_image /healthroute-resolver --manifests /smoke/quickstart --listen "127.0.0.1:$port" \
-  --admin-listen 127.0.0.1:0 >/dev/null 2>&1 &
+chroot --userspec=65532:65532 "$root" /healthroute-resolver --manifests /smoke/quickstart \
+  --listen "127.0.0.1:$port" --admin-listen 127.0.0.1:0 >/dev/null 2>&1 &
 pids+=($!)
 expect "$port" www.example.com 198.51.100.30
 expect "$port" legacy.example.com "192.0.2.41 192.0.2.42"
@@ -104,8 +109,8 @@ python3 -m http.server --bind 127.0.0.1 --directory "$root/smoke" "$health_port"
 health=$!
 pids+=($health)
 port=$(free_port)
-in_image /healthroute-resolver --manifests /smoke/by-name --listen "127.0.0.1:$port" \
-  --admin-listen 127.0.0.1:0 >/dev/null 2>&1 &
+chroot --userspec=65532:65532 "$root" /healthroute-resolver --manifests /smoke/by-name \
+  --listen "127.0.0.1:$port" --admin-listen 127.0.0.1:0 >/dev/null 2>&1 &
 pids+=($!)
 # The probes reached the server by its name (a check starts healthy, so the answer alone would
 # not show it): two requests logged, and the primary still answers.

@@ -90,6 +90,24 @@ impl std::fmt::Debug for Credentials {
     }
 }
 
+impl Credentials {
+    /// From what a Secret or a file holds: the token is UTF-8, its surrounding whitespace
+    /// (a trailing newline, most often) dropped.
+    fn from_bytes(token: Option<Vec<u8>>, ca_pem: Option<Vec<u8>>) -> Result<Credentials, String> {
+        let bearer_token = token
+            .map(|bytes| {
+                String::from_utf8(bytes)
+                    .map(|t| t.trim().to_owned())
+                    .map_err(|_| "the bearer token is not UTF-8".to_owned())
+            })
+            .transpose()?;
+        Ok(Credentials {
+            bearer_token,
+            ca_pem,
+        })
+    }
+}
+
 impl Endpoint {
     /// Parses `http(s)://host[:port][/path]`; the API schema allows nothing else.
     pub fn parse(url: &str, credentials: Credentials) -> Result<Endpoint, String> {
@@ -397,19 +415,7 @@ pub fn file_credentials(base: std::path::PathBuf) -> super::CredentialSource {
             };
             let token = read(source.bearer_token_file.clone()).await?;
             let ca_pem = read(source.ca_file.clone()).await?;
-            let bearer_token = match token {
-                None => None,
-                Some(bytes) => Some(
-                    String::from_utf8(bytes)
-                        .map_err(|_| "the bearer token file is not UTF-8".to_owned())?
-                        .trim()
-                        .to_owned(),
-                ),
-            };
-            Ok(Credentials {
-                bearer_token,
-                ca_pem,
-            })
+            Credentials::from_bytes(token, ca_pem)
         })
     })
 }
@@ -452,19 +458,7 @@ pub fn secret_credentials(client: kube::Client) -> super::CredentialSource {
             };
             let token = read(source.bearer_token_secret_ref.clone()).await?;
             let ca_pem = read(source.ca_secret_ref.clone()).await?;
-            let bearer_token = match token {
-                None => None,
-                Some(bytes) => Some(
-                    String::from_utf8(bytes)
-                        .map_err(|_| "the bearer token is not UTF-8".to_owned())?
-                        .trim()
-                        .to_owned(),
-                ),
-            };
-            Ok(Credentials {
-                bearer_token,
-                ca_pem,
-            })
+            Credentials::from_bytes(token, ca_pem)
         })
     })
 }

@@ -4,8 +4,11 @@
 //! (tests/e2e/metric.rs).
 
 mod support {
+    pub mod http;
     pub mod tls;
 }
+
+use support::http::read_head;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -13,23 +16,11 @@ use std::time::{Duration, Instant};
 
 use healthroute_operator::checker::TargetPolicy;
 use healthroute_operator::checker::metric::{Credentials, Endpoint, Evaluation, evaluate};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 const EMPTY: &str = r#"{"status":"success","data":{"resultType":"vector","result":[]}}"#;
 const ONE: &str = r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{"job":"api"},"value":[1733000000,"0.083"]}]}}"#;
-
-async fn read_head<S: AsyncRead + Unpin>(s: &mut S) -> String {
-    let mut buf = Vec::new();
-    let mut b = [0u8; 1024];
-    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-        match s.read(&mut b).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => buf.extend_from_slice(&b[..n]),
-        }
-    }
-    String::from_utf8_lossy(&buf).into_owned()
-}
 
 /// Answers `body` to requests carrying `Authorization: Bearer <token>` (when `token` is set),
 /// 401 otherwise; records every request head.

@@ -2,8 +2,11 @@
 //! started by the test and misbehaves in one precise way.
 
 mod support {
+    pub mod http;
     pub mod tls;
 }
+
+use support::http::read_head;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -11,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use healthroute_operator::checker::probe::{ProbeKind, ProbeSpec, SEARCH_WINDOW};
 use healthroute_operator::checker::{TargetPolicy, probe};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 
 fn spec(kind: ProbeKind, addr: SocketAddr) -> ProbeSpec {
@@ -29,19 +32,6 @@ fn spec(kind: ProbeKind, addr: SocketAddr) -> ProbeSpec {
 
 fn policy() -> TargetPolicy {
     TargetPolicy::standalone_default()
-}
-
-/// Reads one request head; returns it.
-async fn read_head<S: tokio::io::AsyncRead + Unpin>(s: &mut S) -> String {
-    let mut buf = Vec::new();
-    let mut b = [0u8; 1024];
-    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-        match s.read(&mut b).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => buf.extend_from_slice(&b[..n]),
-        }
-    }
-    String::from_utf8_lossy(&buf).into_owned()
 }
 
 /// An HTTP server that answers every request with `response`; records the request heads.

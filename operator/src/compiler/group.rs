@@ -636,8 +636,8 @@ fn zone_views(
             cumulative,
             answers,
         } => {
-            for (i, a) in answers.iter().enumerate() {
-                let w = f64::from(cumulative[i] - if i == 0 { 0 } else { cumulative[i - 1] });
+            for (w, a) in weights(cumulative).zip(answers) {
+                let w = f64::from(w);
                 match &a.target {
                     Target::Values(vs) => count(vs, w),
                     Target::Alias(_) => count(&[], w),
@@ -690,10 +690,11 @@ fn zone_views(
             Selection::Weighted {
                 cumulative,
                 answers,
-            } => Selection::weighted(answers.iter().enumerate().filter_map(|(i, a)| {
-                let w = cumulative[i] - if i == 0 { 0 } else { cumulative[i - 1] };
-                restrict(a).map(|a| (w, a))
-            })),
+            } => Selection::weighted(
+                weights(cumulative)
+                    .zip(answers)
+                    .filter_map(|(w, a)| restrict(a).map(|a| (w, a))),
+            ),
             Selection::MultiValue {
                 set_identifiers,
                 pool,
@@ -724,6 +725,15 @@ fn zone_views(
         }
     }
     views
+}
+
+/// Each answer's own weight, from a weighted selection's cumulative weights.
+fn weights(cumulative: &[u32]) -> impl Iterator<Item = u32> + '_ {
+    cumulative.iter().scan(0, |before, &c| {
+        let w = c - *before;
+        *before = c;
+        Some(w)
+    })
 }
 
 fn fmt_capacity(c: f64) -> String {

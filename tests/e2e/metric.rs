@@ -14,7 +14,7 @@ use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::{RData, RecordType};
 
 use crate::dns::{UDP, query};
-use crate::support::{Resolver, eventually, free_port, temp_dir};
+use crate::support::{Resolver, eventually, free_port, http_get, temp_dir};
 
 /// A `/metrics` endpoint serving `hr_test_errors <value>`.
 struct Exporter {
@@ -94,17 +94,7 @@ impl Prometheus {
     }
     /// The number of samples an instant query returns, if Prometheus answers.
     fn samples(&self, query: &str) -> Option<usize> {
-        let mut s =
-            std::net::TcpStream::connect_timeout(&self.addr, Duration::from_secs(1)).ok()?;
-        s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-        write!(
-            s,
-            "GET /api/v1/query?query={query} HTTP/1.1\r\nHost: prometheus\r\nConnection: close\r\n\r\n"
-        )
-        .ok()?;
-        let mut text = String::new();
-        s.read_to_string(&mut text).ok()?;
-        let body = text.split_once("\r\n\r\n")?.1;
+        let (_, body) = http_get(self.addr, &format!("/api/v1/query?query={query}"))?;
         let json: serde_json::Value = serde_json::from_str(body.trim()).ok()?;
         json.pointer("/data/result")?.as_array().map(Vec::len)
     }

@@ -158,7 +158,11 @@ pub fn http_get(addr: std::net::SocketAddr, path: &str) -> Option<(u16, String)>
         std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(1)).ok()?;
     s.set_read_timeout(Some(std::time::Duration::from_secs(2)))
         .ok()?;
-    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
     let mut text = String::new();
     s.read_to_string(&mut text).ok()?;
     let code = text.split_whitespace().nth(1)?.parse().ok()?;

@@ -20,8 +20,8 @@ use std::time::Duration;
 
 use fake_api::{FakeApi, Settings};
 use futures::channel::mpsc::{UnboundedSender, unbounded};
-use healthroute_operator::api::RecordGroup;
-use healthroute_operator::compiler::ServedZones;
+use healthroute_api::RecordGroup;
+use healthroute_compiler::ServedZones;
 use healthroute_operator::controller::{self, Config, Input, OperatorMetrics};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;

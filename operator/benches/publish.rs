@@ -7,7 +7,7 @@
 
 use std::time::Instant;
 
-use healthroute_operator::compiler::ServedZones;
+use healthroute_compiler::ServedZones;
 use healthroute_operator::controller::{Index, Input};
 use healthroute_operator::publish::Publisher;
 use http::{Request, Response};
@@ -20,7 +20,7 @@ use serde_json::json;
 
 const CHANGES: usize = 1_000;
 
-fn group(i: usize) -> healthroute_operator::api::RecordGroup {
+fn group(i: usize) -> healthroute_api::RecordGroup {
     serde_json::from_value(json!({
         "apiVersion": "healthroute.io/v1alpha1", "kind": "RecordGroup",
         "metadata": {"name": format!("g{i}"), "namespace": format!("ns{}", i % 100)},

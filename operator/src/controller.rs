@@ -32,15 +32,17 @@ use serde_json::{Value as Json, json};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
-use crate::api::{HealthCheck, RecordGroup, RecordGroupStatus, ZonalShift};
-use crate::checker::{Checker, CheckerEvent, METRIC_EVALUATOR, TargetPolicy};
-use crate::compiler::ObjectKey;
-pub use crate::index::{CHECKER_LABEL, Index, Input};
+pub use crate::index::{Index, Input};
 pub use crate::metrics::OperatorMetrics;
 use crate::publish::{PublishFeedback, PublishRequest, Publisher, ReadBack};
-use crate::retry::{Backoff, ErrorLog};
 use crate::status::{self, Publication};
 use crate::status_writer::{self, StatusKey, StatusQueue, StatusUpdate, WriterConfig};
+use healthroute_admin::retry::{Backoff, ErrorLog};
+use healthroute_api::CHECKER_LABEL;
+use healthroute_api::METRIC_EVALUATOR;
+use healthroute_api::{HealthCheck, RecordGroup, RecordGroupStatus, ZonalShift};
+use healthroute_checker::{Checker, CheckerEvent, TargetPolicy};
+use healthroute_compiler::ObjectKey;
 
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -48,7 +50,7 @@ pub struct Config {
     pub namespace: String,
     /// The fewest shards of the published table; more are used when the table needs them.
     pub shards: u32,
-    pub zones: crate::compiler::ServedZones,
+    pub zones: healthroute_compiler::ServedZones,
     pub default_ttl: u32,
     /// A compile follows a change at once after a quiet spell, and at most once per
     /// `debounce` under a stream of changes.
@@ -61,12 +63,12 @@ pub struct Config {
 
 impl Config {
     /// The defaults the binary ships, for `zones` and the table in `namespace`.
-    pub fn new(namespace: impl Into<String>, zones: crate::compiler::ServedZones) -> Self {
+    pub fn new(namespace: impl Into<String>, zones: healthroute_compiler::ServedZones) -> Self {
         Config {
             namespace: namespace.into(),
             shards: 8,
             zones,
-            default_ttl: crate::compiler::DEFAULT_TTL,
+            default_ttl: healthroute_compiler::DEFAULT_TTL,
             debounce: Duration::from_millis(20),
             status: WriterConfig::default(),
             metric_policy: TargetPolicy::cluster_default(),
@@ -191,7 +193,7 @@ pub async fn run_with(
         config.metric_policy.clone(),
         evaluations_tx,
     )
-    .metric_checks_only(crate::checker::metric::secret_credentials(client.clone()));
+    .metric_checks_only(crate::credentials::secret_credentials(client.clone()));
     evaluator.start_heartbeat(Duration::from_secs(1));
 
     let mut control = Control::new(&config, metrics.clone(), queue, requests_tx);
@@ -293,7 +295,7 @@ struct Control {
     /// The leader's Metric-check evaluator (H14): follows the checks while leading.
     evaluator: Option<Checker>,
     /// The last evaluation of each Metric check, for its status.
-    metric_status: HashMap<ObjectKey, crate::api::MetricStatus>,
+    metric_status: HashMap<ObjectKey, healthroute_api::MetricStatus>,
     /// Metric checks whose status has a newer evaluation to show.
     metric_dirty: BTreeSet<ObjectKey>,
 }
@@ -329,7 +331,7 @@ impl Control {
 
     /// What the alerts read: checks without a reachable checker, active shifts' expiries.
     fn export_gauges(&self) {
-        use crate::api::CheckType;
+        use healthroute_api::CheckType;
         let compiler = &self.index.compiler;
         let orphaned = self
             .index
@@ -352,7 +354,7 @@ impl Control {
             .iter()
             .filter_map(|(k, s)| {
                 let st = compiler.shift_status(k, now)?.ok()?;
-                (st.status == Some(crate::api::ShiftState::Active)).then(|| {
+                (st.status == Some(healthroute_api::ShiftState::Active)).then(|| {
                     (
                         k.to_string(),
                         s.spec.away_from.clone(),
@@ -386,13 +388,13 @@ impl Control {
                     .index
                     .checks
                     .get(&check)
-                    .is_some_and(|c| c.spec.check_type == crate::api::CheckType::Metric);
+                    .is_some_and(|c| c.spec.check_type == healthroute_api::CheckType::Metric);
                 if self.term == 0 || !still_metric {
                     return; // from a term that ended, or a check that is no longer Metric
                 }
                 self.metric_status.insert(
                     check.clone(),
-                    crate::checker::metric_status(&view, Some(Timestamp::now())),
+                    healthroute_checker::metric_status(&view, Some(Timestamp::now())),
                 );
                 self.metric_dirty.insert(check.clone());
                 self.index.compiler.set_check_view(&check, view);
@@ -673,7 +675,7 @@ impl Control {
         let Some(s) = self.index.shifts.get(key) else {
             return;
         };
-        let old: Option<crate::api::ZonalShiftStatus> =
+        let old: Option<healthroute_api::ZonalShiftStatus> =
             match self.sent.get(&("ZonalShift", key.clone())) {
                 Some(j) => serde_json::from_value(j.clone()).ok(),
                 None => s.status.clone(),

@@ -16,15 +16,11 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::ResourceExt;
 use kube::runtime::watcher;
 
-use crate::api::{HealthCheck, RecordGroup, ZonalShift};
-use crate::compiler::{CheckInput, CheckerView, Compiler, ObjectKey, ServedZones, ShiftInput};
-use crate::manifests::{cluster_ips, endpoints_from_slices, group_input};
-
-/// Label on checker heartbeat Leases; the value is the checker's name.
-pub const CHECKER_LABEL: &str = "healthroute.io/checker";
-/// Annotation on a checker's heartbeat Lease: the table generation its resolver serves. A new
-/// leader continues above the highest one (SEMANTICS P4).
-pub const SERVED_GENERATION_ANNOTATION: &str = "healthroute.io/served-generation";
+use healthroute_api::{
+    CHECKER_LABEL, HealthCheck, RecordGroup, SERVED_GENERATION_ANNOTATION, ZonalShift,
+};
+use healthroute_compiler::manifests::{cluster_ips, endpoints_from_slices, group_input};
+use healthroute_compiler::{CheckInput, CheckerView, Compiler, ObjectKey, ServedZones, ShiftInput};
 
 /// One event from one watch.
 pub enum Input {
@@ -175,10 +171,10 @@ impl Index {
             .collect();
         // The leader's own Metric-check view lives in memory only (H14): a status event (often
         // the echo of our own write) must not drop it.
-        let metric = c.spec.check_type == crate::api::CheckType::Metric;
+        let metric = c.spec.check_type == healthroute_api::CheckType::Metric;
         if let Some(own) = self
             .compiler
-            .check_view(&key, crate::checker::METRIC_EVALUATOR)
+            .check_view(&key, healthroute_api::METRIC_EVALUATOR)
             .filter(|_| metric)
             .cloned()
         {
@@ -322,7 +318,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::checker::METRIC_EVALUATOR;
+    use healthroute_api::METRIC_EVALUATOR;
 
     fn check(check_type: &str) -> HealthCheck {
         let spec = if check_type == "Metric" {

@@ -19,7 +19,7 @@ use kube_lease_manager::{LeaseManager, LeaseManagerBuilder};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::retry::{Backoff, ErrorLog};
+use healthroute_admin::retry::{Backoff, ErrorLog};
 
 /// The lease's name, namespace and timing.
 #[derive(Debug, Clone)]

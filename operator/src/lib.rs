@@ -1,25 +1,19 @@
-//! healthroute's control plane.
+//! healthroute's control plane, the operator: it watches the cluster's objects into the
+//! compiler ([`index`], [`controller`]), and as the elected leader ([`leader`]) publishes the
+//! compiled table ([`publish`]), writes every status and Event ([`status`],
+//! [`status_writer`]) and evaluates the Metric checks.
 //!
-//! - [`api`]: the custom resources (`HealthCheck`, `RecordGroup`, `ZonalShift`).
-//! - [`crd`]: the CRD documents generated from them (written to `crds/` by `crdgen`).
-//! - [`compiler`]: the routing rules, from objects to a compiled table (pure, incremental).
-//! - [`manifests`]: reading a directory of manifests (standalone mode, the simulator).
+//! The API types, the compiler and the checker are crates of their own
+//! (`healthroute-api`, `healthroute-compiler`, `healthroute-checker`), shared with the
+//! resolver; nothing in the resolver depends on this crate.
 #![forbid(unsafe_code)]
 
-pub mod admin;
-pub mod api;
-pub mod checker;
-pub mod compiler;
 pub mod controller;
-pub mod crd;
-pub mod fuzzing;
+pub mod credentials;
 pub mod index;
 pub mod leader;
-pub mod manifests;
 pub mod metrics;
-pub mod process;
 pub mod publish;
 pub mod rbac;
-pub mod retry;
 pub mod status;
 pub mod status_writer;

@@ -7,12 +7,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use healthroute_operator::admin::{self, AdminState};
-use healthroute_operator::checker::{Cidr, TargetPolicy};
-use healthroute_operator::compiler::{DEFAULT_TTL, ServedZones};
+use healthroute_admin::endpoint::{self, AdminState};
+use healthroute_admin::lifecycle;
+use healthroute_checker::{Cidr, TargetPolicy};
+use healthroute_compiler::{DEFAULT_TTL, ServedZones};
 use healthroute_operator::controller::{self, Config, OperatorMetrics};
+use healthroute_operator::leader;
 use healthroute_operator::status_writer::WriterConfig;
-use healthroute_operator::{leader, process};
 use tokio::sync::watch;
 
 #[derive(Parser)]
@@ -86,8 +87,8 @@ impl AdminState for State {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    process::init_logging("info", args.log_json);
-    let runtime = match process::runtime() {
+    lifecycle::init_logging("info", args.log_json);
+    let runtime = match lifecycle::runtime() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: {e}");
@@ -112,7 +113,7 @@ async fn run(args: Args) -> Result<(), String> {
     let listener = tokio::net::TcpListener::bind(args.admin_listen)
         .await
         .map_err(|e| format!("admin {}: {e}", args.admin_listen))?;
-    tokio::spawn(admin::serve(listener, Arc::new(State(metrics.clone()))));
+    tokio::spawn(endpoint::serve(listener, Arc::new(State(metrics.clone()))));
 
     // P3: one writer. Every replica watches and compiles; only the lease holder writes.
     if args.lease_duration < 3 {
@@ -152,7 +153,7 @@ async fn run(args: Args) -> Result<(), String> {
         ..Config::new(args.namespace.clone(), zones)
     };
     let control = tokio::spawn(controller::run(client, config, leader, metrics, stop_rx));
-    process::shutdown_signal().await;
+    lifecycle::shutdown_signal().await;
     tracing::info!("shutting down");
     let _ = stop_tx.send(true);
     let _ = control.await;

@@ -28,8 +28,8 @@ use serde_json::json;
 use tokio::sync::{mpsc, watch};
 
 use crate::metrics::OperatorMetrics;
-use crate::retry::{Backoff, ErrorLog};
 use crate::status::FIELD_MANAGER;
+use healthroute_admin::retry::{Backoff, ErrorLog};
 
 /// The manifest ConfigMap's name; shards are `<name>-<index>`.
 pub const TABLE_NAME: &str = "healthroute-table";

@@ -9,8 +9,8 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use serde_json::{Value as Json, json};
 
-use crate::api::{AppliedStatus, HealthCheckStatus, RecordGroupStatus, ZonalShiftStatus};
-use crate::compiler::{CheckHealth, GroupOutcome, reasons};
+use healthroute_api::{AppliedStatus, HealthCheckStatus, RecordGroupStatus, ZonalShiftStatus};
+use healthroute_compiler::{CheckHealth, GroupOutcome, reasons};
 
 /// The field manager of every status the operator writes.
 pub const FIELD_MANAGER: &str = "healthroute-operator";
@@ -244,7 +244,7 @@ pub fn zonal_shift(
     generation: Option<i64>,
     now: jiff::Timestamp,
 ) -> ZonalShiftStatus {
-    let active = status.status == Some(crate::api::ShiftState::Active);
+    let active = status.status == Some(healthroute_api::ShiftState::Active);
     let applied = status
         .groups
         .iter()
@@ -280,7 +280,7 @@ pub mod event_reasons {
     pub const LAST_RESORT_ENTERED: &str = "LastResortEntered";
     pub const LAST_RESORT_LEFT: &str = "LastResortLeft";
     /// A group that was rejected compiles again.
-    pub const COMPILED: &str = crate::compiler::reasons::COMPILED;
+    pub const COMPILED: &str = healthroute_compiler::reasons::COMPILED;
     pub const PUBLISH_FAILED: &str = super::condition_reasons::PUBLISH_FAILED;
     pub const PUBLISHED: &str = "Published";
     pub const SHIFT_APPLIED: &str = "ShiftApplied";
@@ -382,11 +382,11 @@ fn compile_events(old: Option<&RecordGroupStatus>, new: &RecordGroupStatus) -> V
     let rejected = now.status == "False";
     let was_rejected = before.is_some_and(|c| c.status == "False");
     if rejected && (!was_rejected || before.is_some_and(|c| c.reason != now.reason)) {
-        let reason = crate::compiler::reasons::ALL
+        let reason = healthroute_compiler::reasons::ALL
             .iter()
             .find(|r| **r == now.reason)
             .copied()
-            .unwrap_or(crate::compiler::reasons::INVALID_SPEC);
+            .unwrap_or(healthroute_compiler::reasons::INVALID_SPEC);
         vec![Notice {
             warning: true,
             reason,
@@ -432,8 +432,8 @@ fn publish_events(old: Option<&RecordGroupStatus>, new: &RecordGroupStatus) -> V
 }
 
 /// Why a shift does not apply, in words.
-fn not_applied(reason: Option<crate::api::NotAppliedReason>, away_from: &str) -> String {
-    use crate::api::NotAppliedReason::*;
+fn not_applied(reason: Option<healthroute_api::NotAppliedReason>, away_from: &str) -> String {
+    use healthroute_api::NotAppliedReason::*;
     match reason {
         Some(Conflict) => "an older active shift applies to it (Conflict)".into(),
         Some(NoHealthyCapacityElsewhere) => format!(
@@ -491,7 +491,7 @@ mod tests {
     }
 
     fn group_status(records: &[(&str, bool)], last_resort: bool) -> RecordGroupStatus {
-        use crate::api::RecordStatus;
+        use healthroute_api::RecordStatus;
         RecordGroupStatus {
             served: true,
             records: records
@@ -609,7 +609,7 @@ mod tests {
     // key, in plain words.
     #[test]
     fn shift_events_name_each_group_in_words() {
-        use crate::api::{NotAppliedReason, ShiftGroupStatus};
+        use healthroute_api::{NotAppliedReason, ShiftGroupStatus};
         let st = |groups: Vec<(&str, AppliedStatus, Option<NotAppliedReason>)>| ZonalShiftStatus {
             groups: groups
                 .into_iter()
@@ -646,11 +646,53 @@ mod tests {
         assert!(shift_events(Some(&new), &new, "zone-b").is_empty());
     }
 
+    // SEM-S8 SEM-P5: a rejected edit's written status says the last good version is served,
+    // and how many of its records answer (the compiler's half: compiler::tests).
+    #[test]
+    fn a_rejected_edit_names_the_version_served() {
+        use healthroute_api::RoutingPolicy;
+        use healthroute_compiler::testing::{
+            group_input, key, mk_compiler, mk_group, mk_record, t0,
+        };
+        let mut c = mk_compiler();
+        for value in ["192.0.2.1", "bad"] {
+            c.upsert_group(
+                key("api"),
+                group_input(mk_group(
+                    "api",
+                    RoutingPolicy::Simple,
+                    vec![mk_record("x", &[value])],
+                )),
+            );
+            c.compile(t0());
+        }
+        let st = c.group_status(&key("api")).expect("status");
+        let outcome = c.outcome(&key("api")).expect("outcome").clone();
+        let written = record_group(
+            st,
+            &outcome,
+            Publication::InSync { since: Some(1) },
+            None,
+            Some(2),
+            t0(),
+        );
+        let lr = written
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "LastResort")
+            .expect("LastResort");
+        assert_eq!(lr.status, "False");
+        assert_eq!(
+            lr.message,
+            "this version is rejected; served: last good version, 1 answering"
+        );
+    }
+
     // SEM-H12: a check unhealthy because its checkers refuse the target says so in its reason.
     #[test]
     fn a_denied_target_is_named_in_the_reason() {
-        use crate::compiler::health::{CheckInput, DENIED_BY_POLICY, probe_health};
-        use crate::compiler::testing::{mk_check, mk_view};
+        use healthroute_compiler::health::{CheckInput, DENIED_BY_POLICY, probe_health};
+        use healthroute_compiler::testing::{mk_check, mk_view};
         let mut check = CheckInput::new(mk_check("web"));
         let mut view = mk_view("zone-a", false);
         view.message = Some(format!(

@@ -28,10 +28,10 @@ use serde_json::{Value as Json, json};
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
-use crate::compiler::ObjectKey;
 use crate::metrics::OperatorMetrics;
-use crate::retry::{Backoff, ErrorLog};
 use crate::status::{FIELD_MANAGER, Notice};
+use healthroute_admin::retry::{Backoff, ErrorLog};
+use healthroute_compiler::ObjectKey;
 
 /// Which object a status belongs to.
 pub type StatusKey = (&'static str, ObjectKey);
@@ -289,7 +289,7 @@ async fn write(
 ) -> Result<u64, WriteError> {
     let api = dynamic_api(client, update.kind, &update.key.namespace);
     let patch = json!({
-        "apiVersion": format!("{}/{}", crate::api::GROUP, crate::api::VERSION),
+        "apiVersion": format!("{}/{}", healthroute_api::GROUP, healthroute_api::VERSION),
         "kind": update.kind,
         "status": update.status,
     });
@@ -335,7 +335,11 @@ fn related(
             ..regarding.clone()
         },
         Related::Group(name) => k8s_openapi::api::core::v1::ObjectReference {
-            api_version: Some(format!("{}/{}", crate::api::GROUP, crate::api::VERSION)),
+            api_version: Some(format!(
+                "{}/{}",
+                healthroute_api::GROUP,
+                healthroute_api::VERSION
+            )),
             kind: Some("RecordGroup".into()),
             name: Some(name.clone()),
             namespace: regarding.namespace.clone(),
@@ -347,9 +351,9 @@ fn related(
 /// An API for one of our kinds, by its name.
 fn dynamic_api(client: &Client, kind: &str, namespace: &str) -> Api<kube::api::DynamicObject> {
     let resource = kube::api::ApiResource {
-        group: crate::api::GROUP.into(),
-        version: crate::api::VERSION.into(),
-        api_version: format!("{}/{}", crate::api::GROUP, crate::api::VERSION),
+        group: healthroute_api::GROUP.into(),
+        version: healthroute_api::VERSION.into(),
+        api_version: format!("{}/{}", healthroute_api::GROUP, healthroute_api::VERSION),
         kind: kind.into(),
         plural: format!("{}s", kind.to_lowercase()),
     };

@@ -12,12 +12,12 @@ fn repo() -> PathBuf {
 
 #[test]
 fn chart_crds_are_the_generated_ones() {
-    for (file, yaml) in healthroute_operator::crd::rendered().expect("renders") {
+    for (file, yaml) in healthroute_api::crd::rendered().expect("renders") {
         let in_chart = std::fs::read_to_string(repo().join("charts/healthroute/crds").join(file))
             .unwrap_or_default();
         assert!(
             in_chart == yaml,
-            "charts/healthroute/crds/{file} differs: run `cargo run -p healthroute-operator --bin crdgen`"
+            "charts/healthroute/crds/{file} differs: run `cargo run -p healthroute-api --bin crdgen`"
         );
     }
 }

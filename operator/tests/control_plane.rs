@@ -18,10 +18,10 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures::channel::mpsc::{UnboundedSender, unbounded};
-use healthroute_operator::api::RecordGroup;
-use healthroute_operator::compiler::ServedZones;
+use healthroute_api::RecordGroup;
+use healthroute_api::SERVED_GENERATION_ANNOTATION;
+use healthroute_compiler::ServedZones;
 use healthroute_operator::controller::{self, Config, Input, OperatorMetrics};
-use healthroute_operator::index::SERVED_GENERATION_ANNOTATION;
 use healthroute_table::published::{self, DATA_KEY, Manifest};
 use healthroute_table::{RoutingTable, Value};
 use k8s_openapi::api::coordination::v1::Lease;

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use healthroute_operator::api::RecordGroup;
-use healthroute_operator::compiler::ServedZones;
+use healthroute_api::RecordGroup;
+use healthroute_compiler::ServedZones;
 use healthroute_operator::controller::{Index, Input};
 use healthroute_operator::publish::{Publisher, TABLE_NAME};
 use healthroute_table::published::{Assembler, DATA_KEY};
@@ -241,9 +241,7 @@ fn index_follows_watch_events() {
     index.compiler.compile(jiff::Timestamp::now());
     let status = index
         .compiler
-        .group_status(&healthroute_operator::compiler::ObjectKey::new(
-            "shop", "web",
-        ))
+        .group_status(&healthroute_compiler::ObjectKey::new("shop", "web"))
         .expect("status");
     assert_eq!(status.records[0].values, vec!["10.0.0.1", "10.0.0.2"]);
     // SEM-H11: a pod turns unready: its address leaves the answer.
@@ -252,9 +250,7 @@ fn index_follows_watch_events() {
     assert_eq!(report.recompiled, 1);
     let status = index
         .compiler
-        .group_status(&healthroute_operator::compiler::ObjectKey::new(
-            "shop", "web",
-        ))
+        .group_status(&healthroute_compiler::ObjectKey::new("shop", "web"))
         .expect("status");
     assert_eq!(status.records[0].values, vec!["10.0.0.1"]);
 }

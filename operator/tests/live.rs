@@ -12,8 +12,8 @@
 
 use std::time::Duration;
 
-use healthroute_operator::api::{HealthCheck, RecordGroup, ZonalShift};
-use healthroute_operator::compiler::ServedZones;
+use healthroute_api::{HealthCheck, RecordGroup, ZonalShift};
+use healthroute_compiler::ServedZones;
 use healthroute_operator::controller::{self, Config};
 use healthroute_table::published::{Assembler, DATA_KEY, MANIFEST, TABLE_LABEL};
 use healthroute_table::{RoutingTable, Value};
@@ -199,7 +199,7 @@ async fn live_cluster_round_trip() {
             .ok()
             .and_then(|s| s.status)
             .and_then(|s| s.status)
-            == Some(healthroute_operator::api::ShiftState::Canceled)
+            == Some(healthroute_api::ShiftState::Canceled)
     })
     .await;
 

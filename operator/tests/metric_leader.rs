@@ -13,9 +13,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::channel::mpsc::unbounded;
-use healthroute_operator::api::{HealthCheck, RecordGroup};
-use healthroute_operator::checker::{Cidr, TargetPolicy};
-use healthroute_operator::compiler::ServedZones;
+use healthroute_api::{HealthCheck, RecordGroup};
+use healthroute_checker::{Cidr, TargetPolicy};
+use healthroute_compiler::ServedZones;
 use healthroute_operator::controller::{self, Config, Input, OperatorMetrics};
 use healthroute_table::published::{DATA_KEY, Manifest};
 use k8s_openapi::api::core::v1::Service;

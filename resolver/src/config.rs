@@ -6,8 +6,8 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use healthroute_operator::compiler::{DEFAULT_TTL, ServedZones};
-use healthroute_operator::manifests::CONFIG_FILE;
+use healthroute_compiler::manifests::CONFIG_FILE;
+use healthroute_compiler::{DEFAULT_TTL, ServedZones};
 
 /// `healthroute.yaml`: the same settings as the flags, in camelCase.
 #[derive(Debug, Default, Clone, PartialEq, Deserialize)]
@@ -38,7 +38,7 @@ impl FileConfig {
 /// Reads YAML the way kubectl does (YAML 1.1: `yes`, `on`, `y` are booleans), as the
 /// manifest loader does.
 fn yaml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, serde_saphyr::Error> {
-    serde_saphyr::from_str_with_options(text, healthroute_operator::manifests::yaml_options())
+    serde_saphyr::from_str_with_options(text, healthroute_compiler::manifests::yaml_options())
 }
 
 /// Served zones and default TTL: from the flags when given, else from the file.

@@ -10,8 +10,8 @@
 
 use std::sync::{Arc, OnceLock};
 
-use healthroute_operator::compiler::{Compiler, ServedZones};
-use healthroute_operator::manifests::Manifests;
+use healthroute_compiler::manifests::Manifests;
+use healthroute_compiler::{Compiler, ServedZones};
 use healthroute_table::published::Assembler;
 use hickory_proto::op::Message;
 use hickory_proto::serialize::binary::{BinDecodable, BinDecoder};
@@ -247,7 +247,7 @@ pub fn published_table(data: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use healthroute_operator::fuzzing::corpus;
+    use healthroute_compiler::fuzzing::corpus;
 
     // SEM-D4 SEM-D6: every kept input and every crash found replays.
     #[test]

@@ -17,11 +17,11 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use healthroute_operator::api::{GROUP, HealthCheck, VERSION};
-use healthroute_operator::checker::{Checker, CheckerEvent};
-use healthroute_operator::compiler::ObjectKey;
-use healthroute_operator::index::{CHECKER_LABEL, SERVED_GENERATION_ANNOTATION};
-use healthroute_operator::retry::{Backoff, ErrorLog};
+use healthroute_admin::retry::{Backoff, ErrorLog};
+use healthroute_api::{CHECKER_LABEL, SERVED_GENERATION_ANNOTATION};
+use healthroute_api::{GROUP, HealthCheck, VERSION};
+use healthroute_checker::{Checker, CheckerEvent};
+use healthroute_compiler::ObjectKey;
 use healthroute_table::published::{Assembler, DATA_KEY, MANIFEST, TABLE_LABEL};
 use healthroute_table::{RoutingTable, Value};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -149,7 +149,7 @@ pub async fn write_view(
     client: &Client,
     manager: &str,
     check: &ObjectKey,
-    view: &healthroute_operator::compiler::CheckerView,
+    view: &healthroute_compiler::CheckerView,
 ) -> Result<(), kube::Error> {
     let api: Api<HealthCheck> = Api::namespaced(client.clone(), &check.namespace);
     let patch = json!({
@@ -241,7 +241,7 @@ mod tests {
             }
             seen
         });
-        let view = healthroute_operator::compiler::CheckerView {
+        let view = healthroute_compiler::CheckerView {
             checker: "resolver-a".into(),
             zone: Some("zone-a".into()),
             healthy: false,

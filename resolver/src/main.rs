@@ -8,8 +8,8 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use tokio::sync::{mpsc, watch};
 
-use healthroute_operator::checker::{Checker, Cidr, TargetPolicy};
-use healthroute_operator::process;
+use healthroute_admin::lifecycle;
+use healthroute_checker::{Checker, Cidr, TargetPolicy};
 use healthroute_resolver::config::{FileConfig, zones_and_ttl};
 use healthroute_resolver::server::{self, ServeConfig};
 use healthroute_resolver::serving::ZoneConfig;
@@ -152,11 +152,11 @@ fn main() -> ExitCode {
             healthroute_resolver::sys::limit_malloc_arenas(
                 std::thread::available_parallelism().map_or(1, |n| n.get()),
             );
-            process::init_logging(
+            lifecycle::init_logging(
                 "info,hickory_server=warn",
                 matches!(cli.serve.log_format, LogFormat::Json),
             );
-            let runtime = match process::runtime() {
+            let runtime = match lifecycle::runtime() {
                 Ok(rt) => rt,
                 Err(e) => {
                     eprintln!("error: {e}");
@@ -185,7 +185,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
 fn serve_config(
     args: &ServeArgs,
     file: &FileConfig,
-    zones: &healthroute_operator::compiler::ServedZones,
+    zones: &healthroute_compiler::ServedZones,
     default_ttl: u32,
 ) -> ServeConfig {
     let listen = if !args.listen.is_empty() {
@@ -245,15 +245,13 @@ async fn serve_standalone(args: ServeArgs, dir: PathBuf) -> Result<(), String> {
     let policy = checker_policy(&args, TargetPolicy::standalone_default());
     // Metric checks (H14) run here too: in standalone mode this process is the whole cluster.
     let mut checker = Checker::new("standalone", config.local_zone.clone(), policy, events_tx)
-        .with_metric_checks(healthroute_operator::checker::metric::file_credentials(
-            dir.clone(),
-        ));
+        .with_metric_checks(healthroute_checker::metric::file_credentials(dir.clone()));
     if let Some(zone) = &config.local_zone {
         tracing::info!(zone, "zone-affinity answers are this zone's (A1)");
     }
     checker.start_heartbeat(Duration::from_secs(1));
     config.checker = Some((checker.name().to_owned(), checker.metrics.clone()));
-    let on_manifests = Box::new(move |m: &healthroute_operator::manifests::Manifests| {
+    let on_manifests = Box::new(move |m: &healthroute_compiler::manifests::Manifests| {
         checker.sync(m.checks.iter().map(|(k, c)| (k, &c.spec)));
         tracing::info!(
             checks = checker.running(),
@@ -276,9 +274,9 @@ async fn serve_standalone(args: ServeArgs, dir: PathBuf) -> Result<(), String> {
     let running = start(config, table_rx).await?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let compile_loop = tokio::spawn(standalone.run(events_rx, stop_rx));
-    process::shutdown_signal().await;
+    lifecycle::shutdown_signal().await;
     running
-        .drain(args.drain(0.0), process::shutdown_signal())
+        .drain(args.drain(0.0), lifecycle::shutdown_signal())
         .await;
     tracing::info!("shutting down: finishing in-flight queries");
     let _ = stop_tx.send(true);
@@ -327,9 +325,9 @@ async fn serve_cluster(args: ServeArgs) -> Result<(), String> {
             served,
         )));
     }
-    process::shutdown_signal().await;
+    lifecycle::shutdown_signal().await;
     running
-        .drain(args.drain(5.0), process::shutdown_signal())
+        .drain(args.drain(5.0), lifecycle::shutdown_signal())
         .await;
     tracing::info!("shutting down: finishing in-flight queries");
     for t in tasks {

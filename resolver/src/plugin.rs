@@ -18,12 +18,12 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use healthroute_operator::api::{
+use healthroute_api::{CHECKER_LABEL, SERVED_GENERATION_ANNOTATION};
+use healthroute_api::{
     HealthCheck, NotAppliedReason, RecordGroup, ShiftState, ZonalShift, parse_expires_in,
 };
-use healthroute_operator::compiler::{CheckerView, ObjectKey};
-use healthroute_operator::index::{CHECKER_LABEL, SERVED_GENERATION_ANNOTATION};
-use healthroute_operator::manifests::{Manifests, cluster_ips, endpoints_from_slices};
+use healthroute_compiler::manifests::{Manifests, cluster_ips, endpoints_from_slices};
+use healthroute_compiler::{CheckerView, ObjectKey};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -397,7 +397,7 @@ pub async fn explain(
             views.push((
                 key.clone(),
                 CheckerView {
-                    checker: healthroute_operator::checker::METRIC_EVALUATOR.into(),
+                    checker: healthroute_api::METRIC_EVALUATOR.into(),
                     zone: None,
                     healthy,
                     message: Some(format!("{}: {detail}", m.state)),
@@ -421,11 +421,11 @@ pub async fn explain(
         name: name.into(),
         record_type: record_type.into(),
     };
-    let served = healthroute_operator::compiler::ServedZones::new(&args.zones)?;
+    let served = healthroute_compiler::ServedZones::new(&args.zones)?;
     crate::simulate::run_on(
         &args,
         served,
-        healthroute_operator::compiler::DEFAULT_TTL,
+        healthroute_compiler::DEFAULT_TTL,
         manifests,
         None,
     )

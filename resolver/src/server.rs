@@ -38,7 +38,7 @@ pub struct ServeConfig {
     /// The zone this resolver runs in: groups with zone affinity answer from it (A1).
     pub local_zone: Option<String>,
     /// An in-process checker whose metrics the admin endpoint exports.
-    pub checker: Option<(String, Arc<healthroute_operator::checker::CheckerMetrics>)>,
+    pub checker: Option<(String, Arc<healthroute_checker::CheckerMetrics>)>,
 }
 
 /// A running resolver.
@@ -228,7 +228,7 @@ pub async fn start(
                 .map_err(|e| format!("cannot listen on admin {addr}: {e}"))?;
             let local = listener.local_addr().map_err(|e| e.to_string())?;
             let shared = shared.clone();
-            tasks.push(tokio::spawn(healthroute_operator::admin::serve(
+            tasks.push(tokio::spawn(healthroute_admin::endpoint::serve(
                 listener, shared,
             )));
             Some(local)
@@ -353,7 +353,7 @@ pub fn write_table_file(path: &std::path::Path, table: &RoutingTable<Value>) -> 
     std::fs::rename(&tmp, path).map_err(|e| e.to_string())
 }
 
-impl healthroute_operator::admin::AdminState for Shared {
+impl healthroute_admin::endpoint::AdminState for Shared {
     fn metrics(&self) -> String {
         let table = self.table.load_full();
         let mut body = self.metrics.render(table.as_deref());

@@ -10,10 +10,10 @@ use std::fmt::Write as _;
 use std::net::IpAddr;
 use std::path::PathBuf;
 
-use healthroute_operator::api::CheckType;
-use healthroute_operator::compiler::shift::targets;
-use healthroute_operator::compiler::{CheckerView, Compiler, ObjectKey, ServedZones};
-use healthroute_operator::manifests::Manifests;
+use healthroute_api::CheckType;
+use healthroute_compiler::manifests::Manifests;
+use healthroute_compiler::shift::targets;
+use healthroute_compiler::{CheckerView, Compiler, ObjectKey, ServedZones};
 use healthroute_table::{RecordType, normalize_name};
 use jiff::Timestamp;
 
@@ -168,7 +168,7 @@ pub fn run_on(
             else {
                 return Err(format!("--alarm {wanted}: {key} is not a Metric check"));
             };
-            use healthroute_operator::api::InsufficientDataHealthStatus as Nodata;
+            use healthroute_api::InsufficientDataHealthStatus as Nodata;
             let healthy = match state.to_ascii_lowercase().as_str() {
                 "ok" => Some(true),
                 "alarm" => Some(false),

@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use healthroute_operator::checker::CheckerEvent;
-use healthroute_operator::compiler::{Compiler, ServedZones};
-use healthroute_operator::manifests::{AppliedKeys, Manifests};
+use healthroute_checker::CheckerEvent;
+use healthroute_compiler::manifests::{AppliedKeys, Manifests};
+use healthroute_compiler::{Compiler, ServedZones};
 use healthroute_table::{RoutingTable, Value};
 use jiff::Timestamp;
 use tokio::sync::{mpsc, watch};

@@ -4,7 +4,7 @@ reads it (YAML 1.1 with go-yaml's one-letter booleans, on PyYAML) and validated 
 
     python3 tests/tools/validate_manifests.py        # prints what it checked; exits 1 on a failure
 
-Run by `cargo test -p healthroute-operator --test manifests_as_kubectl_reads_them`. The CEL
+Run by `cargo test -p healthroute-compiler --test manifests_as_kubectl_reads_them`. The CEL
 rules are not evaluated here (the Rust loader runs them on the same files); the OpenAPI part
 is, with `nullable` as the API server reads it. A doc block's `status` is left out: users
 do not write it, and the docs abbreviate it."""

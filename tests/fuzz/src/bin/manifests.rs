@@ -1,4 +1,4 @@
-//! cargo-afl target: see tests/fuzz/README.md. The checks are `healthroute_operator::fuzzing::manifests`.
+//! cargo-afl target: see tests/fuzz/README.md. The checks are `healthroute_compiler::fuzzing::manifests`.
 fn main() {
-    afl::fuzz!(|data: &[u8]| healthroute_operator::fuzzing::manifests(data));
+    afl::fuzz!(|data: &[u8]| healthroute_compiler::fuzzing::manifests(data));
 }

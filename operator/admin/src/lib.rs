@@ -1,0 +1,11 @@
+//! How either binary is run and watched, the same for the operator and the resolver:
+//!
+//! - [`lifecycle`]: logging, the runtime, and the stop signal;
+//! - [`endpoint`]: the admin endpoint (`/metrics`, `/livez`, `/readyz`);
+//! - [`retry`]: how a loop that talks to the API server waits before trying again, and how it
+//!   logs a failure that repeats.
+#![forbid(unsafe_code)]
+
+pub mod endpoint;
+pub mod lifecycle;
+pub mod retry;

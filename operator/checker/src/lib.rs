@@ -1,0 +1,611 @@
+//! The checker: runs HealthCheck probes from one place and reports its own view of each.
+//!
+//! ```text
+//!   sync(checks) ──▶ one task per probe check
+//!        task: phase (spread over the interval) + jitter ─▶ probe ─▶ Threshold (H5, H6)
+//!              view flipped? ─▶ CheckerEvent::View ─▶ compiler (standalone) / status (cluster)
+//!   heartbeat task ─▶ CheckerEvent::Heartbeat every second (H7: who is reachable)
+//! ```
+//!
+//! Probes run on their own schedule and nothing waits for them (H1). A check's task only ever
+//! waits on its own target (bounded by its timeouts), so a hung target delays no other check;
+//! a per-target semaphore bounds how many probes hit one address at once.
+
+pub mod fuzzing;
+pub mod metric;
+pub mod policy;
+pub mod probe;
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use tokio::sync::{Semaphore, mpsc};
+use tokio::task::JoinHandle;
+use tracing::Instrument;
+
+use healthroute_api::{
+    CheckType, HealthCheckSpec, InsufficientDataHealthStatus, MetricCheck, PrometheusSource,
+};
+use healthroute_compiler::{CheckerView, ObjectKey};
+use metric::{Credentials, Endpoint, Evaluation};
+
+pub use policy::{Cidr, TargetPolicy};
+pub use probe::{Observation, ProbeSpec, probe};
+
+/// Probes of one target address that may run at once.
+pub const PER_TARGET_CONCURRENCY: usize = 8;
+
+/// One semaphore per target (address, port), shared by the checks that probe it.
+type TargetLimits = Arc<Mutex<HashMap<(String, u16), Arc<Semaphore>>>>;
+
+/// What a checker reports.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CheckerEvent {
+    /// The checker's view of a check changed (or was first formed).
+    View { check: ObjectKey, view: CheckerView },
+    /// The checker is alive.
+    Heartbeat { checker: String, at: Timestamp },
+}
+
+/// A checker's view of one check: healthy until `threshold` consecutive failures, unhealthy
+/// until `threshold` consecutive successes (H5); healthy before any observation (H6).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Threshold {
+    healthy: bool,
+    streak: u32,
+    threshold: u32,
+}
+
+impl Threshold {
+    pub fn new(threshold: u32) -> Self {
+        Threshold {
+            healthy: true,
+            streak: 0,
+            threshold: threshold.clamp(1, 10),
+        }
+    }
+    pub fn healthy(&self) -> bool {
+        self.healthy
+    }
+    /// Counts one observation; returns true when the view flips.
+    pub fn observe(&mut self, ok: bool) -> bool {
+        if ok == self.healthy {
+            self.streak = 0;
+            return false;
+        }
+        self.streak += 1;
+        if self.streak >= self.threshold {
+            self.healthy = ok;
+            self.streak = 0;
+            return true;
+        }
+        false
+    }
+}
+
+/// Counters of one checker, exported by the binary that runs it.
+#[derive(Debug, Default)]
+pub struct CheckerMetrics {
+    pub probes_healthy: AtomicU64,
+    pub probes_unhealthy: AtomicU64,
+    pub probes_rejected: AtomicU64,
+    pub flips: AtomicU64,
+    pub latency_ms_sum: AtomicU64,
+    /// Per check: (healthy, unhealthy, rejected) probes and view flips. One entry per check;
+    /// touched once per probe, never on the DNS path.
+    pub by_check: Mutex<std::collections::BTreeMap<ObjectKey, [u64; 4]>>,
+}
+
+impl CheckerMetrics {
+    pub fn render(&self, checker: &str) -> String {
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let total = get(&self.probes_healthy) + get(&self.probes_unhealthy);
+        let mut per_check = String::from(
+            "# HELP healthroute_checker_check_probes_total Probes of one check from one checker, by result.\n# TYPE healthroute_checker_check_probes_total counter\n",
+        );
+        per_check.push_str("# HELP healthroute_checker_check_flips_total Times one checker's view of one check flipped.\n# TYPE healthroute_checker_check_flips_total counter\n");
+        for (key, counts) in self
+            .by_check
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            for (slot, result) in ["healthy", "unhealthy", "rejected"].iter().enumerate() {
+                if counts[slot] > 0 {
+                    per_check.push_str(&format!(
+                        "healthroute_checker_check_probes_total{{checker=\"{checker}\",check=\"{key}\",result=\"{result}\"}} {}\n",
+                        counts[slot]
+                    ));
+                }
+            }
+            per_check.push_str(&format!(
+                "healthroute_checker_check_flips_total{{checker=\"{checker}\",check=\"{key}\"}} {}\n",
+                counts[3]
+            ));
+        }
+        format!(
+            "# HELP healthroute_checker_probes_total Probes run, by result.\n# TYPE healthroute_checker_probes_total counter\n\
+             healthroute_checker_probes_total{{checker=\"{checker}\",result=\"healthy\"}} {}\n\
+             healthroute_checker_probes_total{{checker=\"{checker}\",result=\"unhealthy\"}} {}\n\
+             healthroute_checker_probes_total{{checker=\"{checker}\",result=\"rejected\"}} {}\n\
+             # HELP healthroute_checker_view_flips_total Times a checker's view of a check flipped.\n# TYPE healthroute_checker_view_flips_total counter\n\
+             healthroute_checker_view_flips_total{{checker=\"{checker}\"}} {}\n\
+             # HELP healthroute_checker_probe_latency_seconds_sum Total probe time.\n# TYPE healthroute_checker_probe_latency_seconds_sum counter\n\
+             healthroute_checker_probe_latency_seconds_sum{{checker=\"{checker}\"}} {}\n\
+             healthroute_checker_probe_latency_seconds_count{{checker=\"{checker}\"}} {total}\n",
+            get(&self.probes_healthy),
+            get(&self.probes_unhealthy),
+            get(&self.probes_rejected),
+            get(&self.flips),
+            get(&self.latency_ms_sum) as f64 / 1000.0,
+        ) + &per_check
+    }
+}
+
+/// Where in its interval a check fires: a stable, evenly spread phase from its key.
+pub fn phase(key: &ObjectKey, interval: Duration) -> Duration {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    key.hash(&mut h);
+    let ms = interval.as_millis().max(1) as u64;
+    Duration::from_millis(h.finish() % ms)
+}
+
+struct Running {
+    spec: HealthCheckSpec,
+    task: JoinHandle<()>,
+}
+
+/// What a Metric check's credentials resolve to, looked up at each evaluation (a Secret in a
+/// cluster, files in standalone mode), so that a rotated token is used at once.
+pub type CredentialFuture =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Credentials, String>> + Send>>;
+/// Looks up the credentials of one check's Prometheus source.
+pub type CredentialSource =
+    Arc<dyn Fn(&ObjectKey, &PrometheusSource) -> CredentialFuture + Send + Sync>;
+
+/// Which checks a checker runs (H14: Metric checks once for the whole cluster).
+#[derive(Clone)]
+enum Runs {
+    /// HTTP, HTTPS and TCP probes (the checkers in the resolver pods).
+    Probes,
+    /// Probes and Metric checks (standalone mode).
+    ProbesAndMetrics(CredentialSource),
+    /// Metric checks only (the operator's leader).
+    Metrics(CredentialSource),
+}
+
+impl Runs {
+    fn runs(&self, spec: &HealthCheckSpec) -> bool {
+        let metric = spec.check_type == CheckType::Metric && spec.metric.is_some();
+        let probe = ProbeSpec::from_check(spec).is_some();
+        match self {
+            Runs::Probes => probe,
+            Runs::ProbesAndMetrics(_) => probe || metric,
+            Runs::Metrics(_) => metric,
+        }
+    }
+    fn credentials(&self) -> Option<&CredentialSource> {
+        match self {
+            Runs::Probes => None,
+            Runs::ProbesAndMetrics(c) | Runs::Metrics(c) => Some(c),
+        }
+    }
+}
+
+/// Runs the probes of a set of checks. Dropping it stops them.
+pub struct Checker {
+    runs: Runs,
+    name: String,
+    zone: Option<String>,
+    policy: Arc<TargetPolicy>,
+    events: mpsc::Sender<CheckerEvent>,
+    running: HashMap<ObjectKey, Running>,
+    limits: TargetLimits,
+    pub metrics: Arc<CheckerMetrics>,
+    heartbeat: Option<JoinHandle<()>>,
+}
+
+impl Checker {
+    pub fn new(
+        name: impl Into<String>,
+        zone: Option<String>,
+        policy: TargetPolicy,
+        events: mpsc::Sender<CheckerEvent>,
+    ) -> Self {
+        Checker {
+            runs: Runs::Probes,
+            name: name.into(),
+            zone,
+            policy: Arc::new(policy),
+            events,
+            running: HashMap::new(),
+            limits: Default::default(),
+            metrics: Default::default(),
+            heartbeat: None,
+        }
+    }
+
+    /// Runs Metric checks too, with their credentials from `source` (standalone mode).
+    pub fn with_metric_checks(mut self, source: CredentialSource) -> Self {
+        self.runs = Runs::ProbesAndMetrics(source);
+        self
+    }
+
+    /// Runs Metric checks only (the operator's leader, H14).
+    pub fn metric_checks_only(mut self, source: CredentialSource) -> Self {
+        self.runs = Runs::Metrics(source);
+        self
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Starts a heartbeat every `every`.
+    pub fn start_heartbeat(&mut self, every: Duration) {
+        let events = self.events.clone();
+        let checker = self.name.clone();
+        self.heartbeat = Some(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            loop {
+                tick.tick().await;
+                let event = CheckerEvent::Heartbeat {
+                    checker: checker.clone(),
+                    at: Timestamp::now(),
+                };
+                if events.send(event).await.is_err() {
+                    return;
+                }
+            }
+        }));
+    }
+
+    /// Runs exactly the probe checks given: starts new ones, restarts changed ones, stops the
+    /// others. Calculated checks have nothing to probe.
+    pub fn sync<'a>(
+        &mut self,
+        checks: impl IntoIterator<Item = (&'a ObjectKey, &'a HealthCheckSpec)>,
+    ) {
+        let mut wanted: HashMap<ObjectKey, &HealthCheckSpec> = HashMap::new();
+        for (key, spec) in checks {
+            if self.runs.runs(spec) && !spec.disabled {
+                wanted.insert(key.clone(), spec);
+            }
+        }
+        self.running.retain(|key, running| {
+            let keep = wanted.get(key).is_some_and(|spec| **spec == running.spec);
+            if !keep {
+                running.task.abort();
+            }
+            keep
+        });
+        for (key, spec) in wanted {
+            if self.running.contains_key(&key) {
+                continue;
+            }
+            let task = self.spawn(key.clone(), spec.clone());
+            self.running.insert(
+                key,
+                Running {
+                    spec: spec.clone(),
+                    task,
+                },
+            );
+        }
+    }
+
+    pub fn running(&self) -> usize {
+        self.running.len()
+    }
+
+    fn spawn(&self, key: ObjectKey, spec: HealthCheckSpec) -> JoinHandle<()> {
+        let span = tracing::debug_span!("check", check = %key);
+        let ctx = CheckTask {
+            key,
+            spec,
+            checker: self.name.clone(),
+            zone: self.zone.clone(),
+            policy: self.policy.clone(),
+            events: self.events.clone(),
+            limits: self.limits.clone(),
+            metrics: self.metrics.clone(),
+            credentials: self.runs.credentials().cloned(),
+        };
+        tokio::spawn(ctx.run().instrument(span))
+    }
+}
+
+impl Drop for Checker {
+    fn drop(&mut self) {
+        for r in self.running.values() {
+            r.task.abort();
+        }
+        if let Some(h) = &self.heartbeat {
+            h.abort();
+        }
+    }
+}
+
+struct CheckTask {
+    key: ObjectKey,
+    spec: HealthCheckSpec,
+    checker: String,
+    zone: Option<String>,
+    policy: Arc<TargetPolicy>,
+    events: mpsc::Sender<CheckerEvent>,
+    limits: TargetLimits,
+    metrics: Arc<CheckerMetrics>,
+    credentials: Option<CredentialSource>,
+}
+
+impl CheckTask {
+    /// Counts one event for this check: 0 healthy, 1 unhealthy, 2 rejected, 3 flip.
+    fn bump(&self, slot: usize) {
+        let mut by_check = self
+            .metrics
+            .by_check
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        by_check.entry(self.key.clone()).or_default()[slot] += 1;
+    }
+
+    async fn run(self) {
+        if let (Some(metric), Some(credentials)) =
+            (self.spec.metric.clone(), self.credentials.clone())
+        {
+            return self.run_metric(metric, credentials).await;
+        }
+        let Some(probe_spec) = ProbeSpec::from_check(&self.spec) else {
+            return;
+        };
+        let interval = Duration::from_secs(u64::from(self.spec.request_interval_seconds.max(1)));
+        let limit = {
+            let mut limits = self.limits.lock().unwrap_or_else(|p| p.into_inner());
+            limits
+                .entry((probe_spec.address.clone(), probe_spec.port))
+                .or_insert_with(|| Arc::new(Semaphore::new(PER_TARGET_CONCURRENCY)))
+                .clone()
+        };
+        let mut state = Threshold::new(self.spec.failure_threshold);
+        let mut reported: Option<(bool, bool)> = None; // (healthy, rejected) last sent
+        let mut rng = fastrand::Rng::new();
+        // Jitter up to 5% of the interval (at most 250 ms) keeps phases from lining up again.
+        let jitter_max = (interval.as_millis() as u64 / 20).min(250);
+        let start = tokio::time::Instant::now() + phase(&self.key, interval);
+        let mut next = start;
+        loop {
+            let jitter = Duration::from_millis(rng.u64(0..=jitter_max));
+            tokio::time::sleep_until(next + jitter).await;
+            next += interval;
+            let now = tokio::time::Instant::now();
+            if next < now {
+                // A probe ran past its slot: skip ahead instead of bursting to catch up.
+                next = now + interval;
+            }
+            let Ok(permit) = tokio::time::timeout(interval, limit.clone().acquire_owned()).await
+            else {
+                tracing::debug!("target busy: skipped one probe");
+                continue;
+            };
+            let obs = probe(&probe_spec, &self.policy).await;
+            drop(permit);
+            self.metrics
+                .latency_ms_sum
+                .fetch_add(obs.latency.as_millis() as u64, Ordering::Relaxed);
+            let counter = if obs.rejected {
+                &self.metrics.probes_rejected
+            } else if obs.healthy {
+                &self.metrics.probes_healthy
+            } else {
+                &self.metrics.probes_unhealthy
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
+            self.bump(if obs.rejected {
+                2
+            } else if obs.healthy {
+                0
+            } else {
+                1
+            });
+            let healthy = if obs.rejected {
+                false
+            } else {
+                if state.observe(obs.healthy) {
+                    self.metrics.flips.fetch_add(1, Ordering::Relaxed);
+                    self.bump(3);
+                }
+                state.healthy()
+            };
+            if reported != Some((healthy, obs.rejected)) {
+                reported = Some((healthy, obs.rejected));
+                let view = CheckerView {
+                    checker: self.checker.clone(),
+                    zone: self.zone.clone(),
+                    healthy,
+                    message: Some(obs.reason.clone()),
+                };
+                tracing::info!(check = %self.key, healthy, reason = %obs.reason, "checker view");
+                if self
+                    .events
+                    .send(CheckerEvent::View {
+                        check: self.key.clone(),
+                        view,
+                    })
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+impl CheckTask {
+    /// A Metric check (H13): one query per interval; samples are a failure, an empty vector a
+    /// success, no data what `insufficientDataHealthStatus` says (by default nothing: the view
+    /// stays as it was). Thresholds (H5) count those observations. Every evaluation whose
+    /// outcome reads differently is reported, so that status shows the last one (H14).
+    async fn run_metric(self, metric: MetricCheck, credentials: CredentialSource) {
+        let interval = Duration::from_secs(u64::from(self.spec.request_interval_seconds.max(1)));
+        let connect_timeout = Duration::from_secs(u64::from(self.spec.connect_timeout_seconds()));
+        let timeout = Duration::from_secs(u64::from(self.spec.response_timeout_seconds.max(1)));
+        let insufficient = metric.insufficient_data_health_status.unwrap_or_default();
+        let mut state = Threshold::new(self.spec.failure_threshold);
+        let mut reported: Option<(bool, String)> = None;
+        let mut next = tokio::time::Instant::now() + phase(&self.key, interval);
+        loop {
+            tokio::time::sleep_until(next).await;
+            next += interval;
+            let now = tokio::time::Instant::now();
+            if next < now {
+                next = now + interval;
+            }
+            let started = std::time::Instant::now();
+            let evaluation = match (credentials)(&self.key, &metric.prometheus).await {
+                Err(why) => Evaluation::NoData(why),
+                Ok(creds) => match Endpoint::parse(&metric.prometheus.url, creds) {
+                    Err(why) => Evaluation::NoData(why),
+                    Ok(endpoint) => {
+                        metric::evaluate(
+                            &endpoint,
+                            &metric.query,
+                            connect_timeout,
+                            timeout,
+                            &self.policy,
+                        )
+                        .await
+                    }
+                },
+            };
+            self.metrics
+                .latency_ms_sum
+                .fetch_add(started.elapsed().as_millis() as u64, Ordering::Relaxed);
+            let observation = match &evaluation {
+                Evaluation::Ok => Some(true),
+                Evaluation::Alarm { .. } => Some(false),
+                Evaluation::NoData(_) => match insufficient {
+                    InsufficientDataHealthStatus::Healthy => Some(true),
+                    InsufficientDataHealthStatus::Unhealthy => Some(false),
+                    InsufficientDataHealthStatus::LastKnownStatus => None,
+                },
+            };
+            let (counter, slot) = match observation {
+                Some(true) => (&self.metrics.probes_healthy, 0),
+                Some(false) => (&self.metrics.probes_unhealthy, 1),
+                None => (&self.metrics.probes_rejected, 2),
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
+            self.bump(slot);
+            if let Some(ok) = observation
+                && state.observe(ok)
+            {
+                self.metrics.flips.fetch_add(1, Ordering::Relaxed);
+                self.bump(3);
+            }
+            let message = format!("{}: {}", evaluation.state(), evaluation.describe());
+            let healthy = state.healthy();
+            if reported.as_ref() != Some(&(healthy, message.clone())) {
+                tracing::info!(check = %self.key, healthy, evaluation = %message, "metric check evaluated");
+                reported = Some((healthy, message.clone()));
+                let view = CheckerView {
+                    checker: self.checker.clone(),
+                    zone: self.zone.clone(),
+                    healthy,
+                    message: Some(message),
+                };
+                let event = CheckerEvent::View {
+                    check: self.key.clone(),
+                    view,
+                };
+                if self.events.send(event).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Reads a Metric check's status (H14) back from its evaluator's view: the view's message is
+/// `STATE: detail`, as [`CheckTask::run_metric`] writes it.
+pub fn metric_status(
+    view: &CheckerView,
+    at: Option<jiff::Timestamp>,
+) -> healthroute_api::MetricStatus {
+    let message = view.message.as_deref().unwrap_or("");
+    let (state, detail) = message.split_once(": ").unwrap_or((message, ""));
+    let no_data = state == "INSUFFICIENT_DATA";
+    healthroute_api::MetricStatus {
+        state: state.to_owned(),
+        value: (!no_data).then(|| detail.to_owned()),
+        error: no_data.then(|| detail.to_owned()),
+        last_evaluated: at.map(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // SEM-H5: flips after exactly N consecutive failures, and back after N successes; a
+    // success in between resets the count.
+    #[test]
+    fn threshold_flips_after_exactly_n() {
+        for n in 1..=10 {
+            let mut t = Threshold::new(n);
+            for i in 1..n {
+                assert!(!t.observe(false), "n={n}: flipped after {i}");
+            }
+            assert!(t.observe(false), "n={n}: flips at {n}");
+            assert!(!t.healthy());
+            for _ in 1..n {
+                assert!(!t.observe(true));
+            }
+            assert!(t.observe(true));
+            assert!(t.healthy());
+        }
+        let mut t = Threshold::new(3);
+        t.observe(false);
+        t.observe(false);
+        t.observe(true);
+        assert!(
+            !t.observe(false) && !t.observe(false),
+            "the success reset the streak"
+        );
+        assert!(t.observe(false));
+    }
+
+    // SEM-H6: healthy before any observation, and until enough failures.
+    #[test]
+    fn threshold_starts_healthy() {
+        let mut t = Threshold::new(3);
+        assert!(t.healthy());
+        t.observe(false);
+        assert!(t.healthy());
+    }
+
+    // 10,000 checks at one interval start spread over it: no 100 ms slot holds more than a
+    // few times its fair share.
+    #[test]
+    fn phases_spread_evenly() {
+        let interval = Duration::from_secs(10);
+        let mut slots = [0u32; 100];
+        for i in 0..10_000 {
+            let p = phase(
+                &ObjectKey::new(format!("ns{}", i % 7), format!("check-{i}")),
+                interval,
+            );
+            slots[(p.as_millis() / 100) as usize] += 1;
+        }
+        let max = *slots.iter().max().unwrap_or(&0);
+        let min = *slots.iter().min().unwrap_or(&0);
+        assert!(
+            max < 150 && min > 50,
+            "fair share is 100 per slot: min {min}, max {max}"
+        );
+    }
+}

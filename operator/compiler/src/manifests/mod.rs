@@ -1,0 +1,435 @@
+//! Reading a directory of manifests: the input of standalone mode and of the simulator.
+//!
+//! The files are what `kubectl apply` takes (multi-document YAML, `kind: List`), and they are
+//! checked as the API server would check them: types and enums by the API types, ranges and
+//! lengths by the generated OpenAPI schema, and the cross-field rules by the same CEL
+//! expressions the CRDs carry. A bad file is reported with the file, the object and the field
+//! at fault. Services (for `addresses: ClusterIP`) and `discovery.k8s.io/v1` EndpointSlices
+//! (as `kubectl get endpointslices -o yaml` writes them) supply pod readiness. Other kinds are
+//! skipped with a warning; `healthroute.yaml` is the standalone configuration, not a manifest.
+//!
+//! ```text
+//!   files.rs     the directory, its files, the YAML stream as kubectl reads it, each object typed
+//!   validate.rs  the CRD's OpenAPI bounds and CEL rules, as the API server checks them
+//!   convert.rs   objects to the compiler's inputs (groups, Services' endpoints)
+//! ```
+
+mod convert;
+mod files;
+mod validate;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use crate::{CheckInput, Compiler, GroupInput, ObjectKey, ServiceEndpoints, ShiftInput};
+use healthroute_api::{HealthCheck, RecordGroup, ZonalShift};
+
+pub use convert::{cluster_ips, endpoints_from_slices, group_input};
+pub use files::yaml_options;
+use files::{Loader, collect_files};
+
+/// The file in a manifest directory that configures standalone mode.
+pub const CONFIG_FILE: &str = "healthroute.yaml";
+
+/// One problem in one manifest, located as precisely as it can be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManifestError {
+    pub file: PathBuf,
+    /// 1-based index of the YAML document in the file.
+    pub document: usize,
+    /// `Kind namespace/name`, once known.
+    pub object: Option<String>,
+    /// The JSON path of the field at fault, once known.
+    pub field: Option<String>,
+    pub message: String,
+}
+
+impl fmt::Display for ManifestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (document {})", self.file.display(), self.document)?;
+        if let Some(o) = &self.object {
+            write!(f, ", {o}")?;
+        }
+        f.write_str(": ")?;
+        if let Some(field) = self.field.as_deref().filter(|s| !s.is_empty()) {
+            write!(f, "{field}: ")?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+/// Every problem found in a directory; nothing is loaded when there is one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ManifestErrors(pub Vec<ManifestError>);
+
+impl fmt::Display for ManifestErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            e.fmt(f)?;
+        }
+        Ok(())
+    }
+}
+
+/// The objects of a manifest directory.
+#[derive(Debug, Default, Clone)]
+pub struct Manifests {
+    pub groups: BTreeMap<ObjectKey, RecordGroup>,
+    pub checks: BTreeMap<ObjectKey, HealthCheck>,
+    pub shifts: BTreeMap<ObjectKey, ZonalShift>,
+    pub services: BTreeMap<ObjectKey, ServiceEndpoints>,
+    /// Kinds that were skipped, and similar notes worth a log line.
+    pub warnings: Vec<String>,
+}
+
+impl Manifests {
+    /// Reads every `*.yaml` / `*.yml` below `dir` (sorted, recursively), except
+    /// [`CONFIG_FILE`].
+    pub fn load_dir(dir: &Path) -> Result<Manifests, ManifestErrors> {
+        let mut files = Vec::new();
+        collect_files(dir, &mut files).map_err(|e| {
+            ManifestErrors(vec![ManifestError {
+                file: dir.to_path_buf(),
+                document: 0,
+                object: None,
+                field: None,
+                message: format!("cannot read the directory: {e}"),
+            }])
+        })?;
+        files.sort();
+        let mut loader = Loader::default();
+        for file in files {
+            match std::fs::read_to_string(&file) {
+                Ok(text) => loader.add_file(&file, &text),
+                Err(e) => loader.errors.push(ManifestError {
+                    file,
+                    document: 0,
+                    object: None,
+                    field: None,
+                    message: format!("cannot read: {e}"),
+                }),
+            }
+        }
+        loader.finish()
+    }
+
+    /// Parses one file's text (for tests and single-file use).
+    pub fn load_str(file: &Path, text: &str) -> Result<Manifests, ManifestErrors> {
+        let mut loader = Loader::default();
+        loader.add_file(file, text);
+        loader.finish()
+    }
+
+    /// Feeds every object to `compiler`, and deletes what `previous` applied that is gone.
+    /// HealthCheck views already in the compiler are kept (they come from the checker).
+    /// Returns the keys applied now, all the next call needs: the objects move into the
+    /// compiler's inputs, so that a load does not hold every spec twice.
+    pub fn apply_to(self, compiler: &mut Compiler, previous: Option<&AppliedKeys>) -> AppliedKeys {
+        if let Some(prev) = previous {
+            for k in prev.groups.iter().filter(|k| !self.groups.contains_key(*k)) {
+                compiler.delete_group(k);
+            }
+            for k in prev.checks.iter().filter(|k| !self.checks.contains_key(*k)) {
+                compiler.delete_check(k);
+            }
+            for k in prev.shifts.iter().filter(|k| !self.shifts.contains_key(*k)) {
+                compiler.delete_shift(k);
+            }
+            for k in prev
+                .services
+                .iter()
+                .filter(|k| !self.services.contains_key(*k))
+            {
+                compiler.delete_service(k);
+            }
+        }
+        let applied = AppliedKeys {
+            groups: self.groups.keys().cloned().collect(),
+            checks: self.checks.keys().cloned().collect(),
+            shifts: self.shifts.keys().cloned().collect(),
+            services: self.services.keys().cloned().collect(),
+        };
+        for (k, g) in self.groups {
+            let created = g.metadata.creation_timestamp.as_ref().map(|t| t.0);
+            let labels = g.metadata.labels.unwrap_or_default();
+            compiler.upsert_group(
+                k,
+                GroupInput {
+                    spec: g.spec,
+                    labels,
+                    created,
+                },
+            );
+        }
+        for (k, c) in self.checks {
+            let mut input = CheckInput::new(c.spec);
+            input.last_healthy = c.status.as_ref().and_then(|s| s.healthy);
+            compiler.upsert_check_spec(k, input);
+        }
+        for (k, s) in self.shifts {
+            compiler.upsert_shift(
+                k,
+                ShiftInput {
+                    spec: s.spec,
+                    created: s.metadata.creation_timestamp.as_ref().map(|t| t.0),
+                    status: s.status,
+                },
+            );
+        }
+        for (k, e) in self.services {
+            compiler.upsert_service(k, e);
+        }
+        applied
+    }
+}
+
+/// The objects a directory's load gave the compiler, by key (for the next load's deletions).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AppliedKeys {
+    pub groups: Vec<ObjectKey>,
+    pub checks: Vec<ObjectKey>,
+    pub shifts: Vec<ObjectKey>,
+    pub services: Vec<ObjectKey>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(text: &str) -> Result<Manifests, ManifestErrors> {
+        Manifests::load_str(Path::new("test.yaml"), text)
+    }
+
+    const GOOD: &str = r#"
+apiVersion: healthroute.io/v1alpha1
+kind: RecordGroup
+metadata: {name: api, namespace: shop}
+spec:
+  name: api.shop.example.com.
+  type: A
+  routingPolicy: Weighted
+  records:
+    - {setIdentifier: blue, weight: 90, values: ["192.0.2.10"]}
+    - {setIdentifier: green, weight: 10, service: {name: web}}
+---
+apiVersion: healthroute.io/v1alpha1
+kind: HealthCheck
+metadata: {name: web-a, namespace: shop}
+spec:
+  type: HTTP
+  target: {address: 192.0.2.10, port: 80}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: web-abc
+  namespace: shop
+  labels: {kubernetes.io/service-name: web}
+addressType: IPv4
+endpoints:
+  - addresses: ["10.0.0.1"]
+    conditions: {ready: true}
+    zone: zone-a
+  - addresses: ["10.0.0.2"]
+    conditions: {ready: false, serving: true, terminating: true}
+    zone: zone-b
+  - addresses: ["10.0.0.3"]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+"#;
+
+    #[test]
+    fn reads_objects_endpoints_and_defaults() {
+        let m = load(GOOD).expect("loads");
+        assert_eq!(m.groups.len(), 1);
+        let hc = &m.checks[&ObjectKey::new("shop", "web-a")];
+        assert_eq!(
+            hc.spec.request_interval_seconds, 30,
+            "schema default applied"
+        );
+        let eps = &m.services[&ObjectKey::new("shop", "web")].endpoints;
+        assert_eq!(eps.len(), 3);
+        assert!(eps[0].ready && !eps[1].ready && eps[1].serving && eps[1].terminating);
+        assert!(eps[2].ready, "unset ready means ready");
+        assert_eq!(m.warnings.len(), 1, "{:?}", m.warnings);
+    }
+
+    #[test]
+    fn errors_name_file_object_and_field() {
+        let bad = r#"
+apiVersion: healthroute.io/v1alpha1
+kind: RecordGroup
+metadata: {name: api, namespace: shop}
+spec:
+  name: api.shop.example.com.
+  type: A
+  routingPolicy: Weighted
+  records:
+    - {setIdentifier: blue, weight: 300, values: ["192.0.2.10"]}
+---
+apiVersion: healthroute.io/v1alpha1
+kind: RecordGroup
+metadata: {name: typo, namespace: shop}
+spec:
+  name: x.shop.example.com.
+  type: MX
+  routingPolicy: Simple
+  records: [{setIdentifier: a, values: ["x"]}]
+---
+apiVersion: healthroute.io/v1alpha1
+kind: ZonalShift
+metadata: {name: long}
+spec: {awayFrom: zone-b, target: {recordGroup: api}, expiresIn: 100h}
+"#;
+        let errs = load(bad).expect_err("rejected").0;
+        let text: Vec<String> = errs.iter().map(ToString::to_string).collect();
+        assert!(
+            text.iter()
+                .any(|e| e.contains("(document 1), RecordGroup shop/api")
+                    && e.contains("spec.records[0].weight")
+                    && e.contains("maximum 255")),
+            "{text:#?}"
+        );
+        assert!(
+            text.iter()
+                .any(|e| e.contains("RecordGroup shop/typo") && e.contains("spec.type")),
+            "{text:#?}"
+        );
+        assert!(
+            text.iter()
+                .any(|e| e.contains("ZonalShift default/long") && e.contains("1m to 72h")),
+            "{text:#?}"
+        );
+    }
+
+    // The CEL rules are compiled once per kind and still judge every object: the second and
+    // third HealthCheck are held to the same rule as the first.
+    #[test]
+    fn cel_rules_judge_every_object_of_a_kind() {
+        let text: String = ["a", "b", "c"]
+            .iter()
+            .map(|n| {
+                format!(
+                    "---\napiVersion: healthroute.io/v1alpha1\nkind: HealthCheck\nmetadata: {{name: {n}, namespace: shop}}\n\
+                     spec: {{type: HTTP, target: {{address: 192.0.2.10, port: 80, path: healthz}}}}\n"
+                )
+            })
+            .collect();
+        let errs = load(&text).expect_err("rejected").0;
+        for n in ["a", "b", "c"] {
+            assert!(
+                errs.iter().any(|e| {
+                    let e = e.to_string();
+                    e.contains(&format!("HealthCheck shop/{n}"))
+                        && e.contains("path must start with /")
+                }),
+                "{errs:#?}"
+            );
+        }
+    }
+
+    // SEM-H13 SEM-H15: a Metric check needs `metric` and no target; its URL is http(s) with a
+    // host and no credentials, query or fragment.
+    #[test]
+    fn metric_checks_are_validated_like_the_api_server_would() {
+        let check = |spec: &str| {
+            format!(
+                "apiVersion: healthroute.io/v1alpha1\nkind: HealthCheck\nmetadata: {{name: m, namespace: shop}}\nspec: {spec}\n"
+            )
+        };
+        let good = check(
+            "{type: Metric, metric: {prometheus: {url: 'http://prometheus.monitoring:9090/prom'}, query: 'up == 0'}}",
+        );
+        let m = load(&good).expect("a good Metric check");
+        let spec = &m.checks[&ObjectKey::new("shop", "m")].spec;
+        assert_eq!(
+            spec.metric.as_ref().map(|x| x.query.as_str()),
+            Some("up == 0")
+        );
+        for (spec, want) in [
+            ("{type: Metric}", "metric is required"),
+            (
+                "{type: Metric, target: {address: 192.0.2.1, port: 80}, metric: {prometheus: {url: 'http://p:9090'}, query: up}}",
+                "target is not allowed",
+            ),
+            (
+                "{type: HTTP, target: {address: 192.0.2.1, port: 80}, metric: {prometheus: {url: 'http://p:9090'}, query: up}}",
+                "only allowed with, type Metric",
+            ),
+            (
+                "{type: Metric, metric: {prometheus: {url: 'http://user:pw@p:9090'}, query: up}}",
+                "url must be http",
+            ),
+            (
+                "{type: Metric, metric: {prometheus: {url: 'ftp://p'}, query: up}}",
+                "url must be http",
+            ),
+        ] {
+            let errs = load(&check(spec)).expect_err(spec).to_string();
+            assert!(errs.contains(want), "{spec}: {errs}");
+        }
+    }
+
+    // A directory of many groups: one file of 5,000 documents loads (the YAML parser's
+    // default budget stopped at 1,024).
+    #[test]
+    fn large_files_load() {
+        let text: String = (0..5_000)
+            .map(|i| {
+                format!(
+                    "---\napiVersion: healthroute.io/v1alpha1\nkind: RecordGroup\nmetadata: {{name: n{i}, namespace: shop}}\n\
+                     spec: {{name: n{i}.example.com., type: A, routingPolicy: Simple, records: [{{setIdentifier: x, values: [192.0.2.1]}}]}}\n"
+                )
+            })
+            .collect();
+        assert_eq!(load(&text).expect("loads").groups.len(), 5_000);
+    }
+
+    // As kubectl reads YAML (1.1): an unquoted `y` is a boolean, so where a string belongs it
+    // is an error that names the file, the object and the field, and says what to do; quoted
+    // it is the string it looks like.
+    #[test]
+    fn yaml_is_read_as_kubectl_reads_it() {
+        let group = |id: &str| {
+            format!(
+                "apiVersion: healthroute.io/v1alpha1\nkind: RecordGroup\nmetadata: {{name: g, namespace: shop}}\n\
+                 spec: {{name: g.example.com., type: A, routingPolicy: Weighted, records: [{{setIdentifier: x, weight: 1, values: [192.0.2.1]}}, {{setIdentifier: {id}, weight: 1, values: [192.0.2.2]}}]}}\n"
+            )
+        };
+        for unquoted in ["y", "yes", "on", "No", "off"] {
+            let errs = load(&group(unquoted)).expect_err(unquoted).to_string();
+            assert!(
+                errs.contains(
+                    "test.yaml (document 1), RecordGroup shop/g: spec.records[1].setIdentifier"
+                ) && errs.contains("quote the value"),
+                "{unquoted}: {errs}"
+            );
+        }
+        let m = load(&group("'y'")).expect("quoted");
+        assert_eq!(
+            m.groups[&ObjectKey::new("shop", "g")].spec.records[1].set_identifier,
+            "y"
+        );
+    }
+
+    #[test]
+    fn duplicates_and_garbage_are_errors() {
+        let twice = format!("{GOOD}\n---\n{}", GOOD.split("---").next().unwrap_or(""));
+        let errs = load(&twice).expect_err("rejected");
+        assert!(errs.to_string().contains("defined twice"), "{errs}");
+        let errs = load("key: [unclosed").expect_err("rejected");
+        assert!(errs.to_string().contains("not valid YAML"), "{errs}");
+        let errs = load("just: a map").expect_err("rejected");
+        assert!(
+            errs.to_string()
+                .contains("apiVersion and kind are required"),
+            "{errs}"
+        );
+    }
+}

@@ -194,6 +194,7 @@ pub async fn run_with(
         evaluations_tx,
     )
     .metric_checks_only(crate::credentials::secret_credentials(client.clone()));
+    evaluator.metrics = metrics.metric_evaluator.clone();
     evaluator.start_heartbeat(Duration::from_secs(1));
 
     let mut control = Control::new(&config, metrics.clone(), queue, requests_tx);

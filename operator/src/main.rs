@@ -7,9 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use healthroute_admin::endpoint::{self, AdminState};
+use healthroute_admin::endpoint::{self, Admin, Readiness};
 use healthroute_admin::lifecycle;
-use healthroute_checker::{Cidr, TargetPolicy};
+use healthroute_admin::metrics::Registry;
+use healthroute_api::METRIC_EVALUATOR;
+use healthroute_checker::{CheckerCollector, Cidr, TargetPolicy};
 use healthroute_compiler::{DEFAULT_TTL, ServedZones};
 use healthroute_operator::controller::{self, Config, OperatorMetrics};
 use healthroute_operator::leader;
@@ -73,10 +75,7 @@ struct Args {
 
 struct State(Arc<OperatorMetrics>);
 
-impl AdminState for State {
-    fn metrics(&self) -> String {
-        self.0.render()
-    }
+impl Readiness for State {
     fn ready(&self) -> Result<(), String> {
         match self.0.not_ready() {
             None => Ok(()),
@@ -113,7 +112,17 @@ async fn run(args: Args) -> Result<(), String> {
     let listener = tokio::net::TcpListener::bind(args.admin_listen)
         .await
         .map_err(|e| format!("admin {}: {e}", args.admin_listen))?;
-    tokio::spawn(endpoint::serve(listener, Arc::new(State(metrics.clone()))));
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(metrics.clone()));
+    registry.register_collector(Box::new(CheckerCollector {
+        checker: METRIC_EVALUATOR.into(),
+        metrics: metrics.metric_evaluator.clone(),
+    }));
+    let admin = Admin {
+        registry,
+        readiness: Arc::new(State(metrics.clone())),
+    };
+    tokio::spawn(endpoint::serve(listener, Arc::new(admin)));
 
     // P3: one writer. Every replica watches and compiles; only the lease holder writes.
     if args.lease_duration < 3 {

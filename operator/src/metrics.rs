@@ -1,7 +1,11 @@
-//! The operator's counters and gauges, exported on its admin endpoint.
+//! The operator's counters and gauges: atomics updated where the work happens, read by the
+//! registry's collector at each scrape of the admin endpoint.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use healthroute_admin::metrics::{Collector, DescriptorEncoder, Exposition};
+use healthroute_checker::CheckerMetrics;
 
 /// Counters of the control loop, the table publisher and the status writer.
 #[derive(Debug, Default)]
@@ -32,6 +36,8 @@ pub struct OperatorMetrics {
     pub checks_without_checker: AtomicU64,
     /// Active ZonalShifts and when each expires (Unix seconds), as of the last compile.
     pub shift_expiries: Mutex<Vec<(String, String, i64)>>,
+    /// The leader's Metric-check evaluator (H14), exported as the checker `metric-evaluator`.
+    pub metric_evaluator: Arc<CheckerMetrics>,
 }
 
 impl OperatorMetrics {
@@ -65,152 +71,170 @@ impl OperatorMetrics {
         }
         None
     }
+}
 
-    pub fn render(&self) -> String {
+impl Collector for OperatorMetrics {
+    fn encode(&self, encoder: DescriptorEncoder) -> std::fmt::Result {
         let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let b = |a: &AtomicBool| u64::from(a.load(Ordering::Relaxed));
-        let mut out = String::new();
-        for (name, kind, help, v) in [
-            (
-                "healthroute_operator_events_total",
-                "counter",
-                "Watch events applied to the index.",
-                g(&self.events),
-            ),
-            (
-                "healthroute_operator_compiles_total",
-                "counter",
-                "Compiles run.",
-                g(&self.compiles),
-            ),
-            (
-                "healthroute_operator_compile_seconds_total",
-                "counter",
-                "Time spent compiling.",
-                g(&self.compile_micros_sum),
-            ),
-            (
-                "healthroute_operator_groups_recompiled_total",
-                "counter",
-                "RecordGroups compiled again.",
-                g(&self.groups_recompiled),
-            ),
-            (
-                "healthroute_operator_checks_evaluated_total",
-                "counter",
-                "HealthCheck statuses evaluated again (inputs or checker reachability changed).",
-                g(&self.checks_evaluated),
-            ),
-            (
-                "healthroute_operator_table_groups",
-                "gauge",
-                "RecordGroups in the compiled table.",
-                g(&self.table_groups),
-            ),
-            (
-                "healthroute_operator_table_generation",
-                "gauge",
-                "Compiles that changed the table, in this process.",
-                g(&self.table_generation),
-            ),
-            (
-                "healthroute_operator_published_generation",
-                "gauge",
-                "Generation of the last table published (continued across leaders).",
-                g(&self.published_generation),
-            ),
-            (
-                "healthroute_operator_table_shards",
-                "gauge",
-                "Shards (ConfigMaps) of the published table.",
-                g(&self.table_shards),
-            ),
-            (
-                "healthroute_operator_shards_written_total",
-                "counter",
-                "Table ConfigMaps written.",
-                g(&self.shards_written),
-            ),
-            (
-                "healthroute_operator_publish_seconds_total",
-                "counter",
-                "Time spent publishing.",
-                g(&self.publish_micros_sum),
-            ),
-            (
-                "healthroute_operator_publish_failures_total",
-                "counter",
-                "Table publishes that failed (retried with backoff).",
-                g(&self.publish_failures),
-            ),
-            (
-                "healthroute_operator_publish_failing",
-                "gauge",
-                "1 while the last attempt to publish the table failed.",
-                b(&self.publish_failing),
-            ),
-            (
-                "healthroute_operator_status_writes_total",
-                "counter",
-                "Status patches written.",
-                g(&self.status_writes),
-            ),
-            (
-                "healthroute_operator_status_write_errors_total",
-                "counter",
-                "Status patches that failed (retried with backoff unless superseded).",
-                g(&self.status_write_errors),
-            ),
-            (
-                "healthroute_operator_status_backlog",
-                "gauge",
-                "Objects whose newest status is waiting to be written.",
-                g(&self.status_backlog),
-            ),
-            (
-                "healthroute_operator_events_recorded_total",
-                "counter",
-                "Kubernetes Events recorded.",
-                g(&self.events_recorded),
-            ),
-            (
-                "healthroute_operator_leader",
-                "gauge",
-                "1 while this replica holds the lease.",
-                b(&self.leader),
-            ),
-            (
-                "healthroute_operator_checks_without_checker",
-                "gauge",
-                "Probe and Metric checks no reachable checker reports on: they keep their last status (H7).",
-                g(&self.checks_without_checker),
-            ),
-        ] {
-            // Times are kept in microseconds; expose seconds with microsecond precision.
-            let value = if name.ends_with("_seconds_total") {
-                format!("{:.6}", v as f64 / 1e6)
-            } else {
-                v.to_string()
-            };
-            out.push_str(&format!(
-                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n"
-            ));
-        }
-        out.push_str("# HELP healthroute_operator_zonal_shift_expiry_timestamp_seconds When each active ZonalShift expires (Z3, Z4).\n# TYPE healthroute_operator_zonal_shift_expiry_timestamp_seconds gauge\n");
-        for (shift, away_from, at) in self.shift_expiries.lock().iter().flat_map(|v| v.iter()) {
-            out.push_str(&format!(
-                "healthroute_operator_zonal_shift_expiry_timestamp_seconds{{zonal_shift=\"{}\",away_from=\"{}\"}} {at}\n",
-                label(shift),
-                label(away_from)
-            ));
-        }
-        out
+        let mut out = Exposition::new(encoder);
+        out.counter(
+            "healthroute_operator_events_total",
+            "Watch events applied to the index.",
+            g(&self.events),
+        )?;
+        out.counter(
+            "healthroute_operator_compiles_total",
+            "Compiles run.",
+            g(&self.compiles),
+        )?;
+        out.seconds_counter(
+            "healthroute_operator_compile_seconds_total",
+            "Time spent compiling.",
+            g(&self.compile_micros_sum),
+        )?;
+        out.counter(
+            "healthroute_operator_groups_recompiled_total",
+            "RecordGroups compiled again.",
+            g(&self.groups_recompiled),
+        )?;
+        out.counter(
+            "healthroute_operator_checks_evaluated_total",
+            "HealthCheck statuses evaluated again (inputs or checker reachability changed).",
+            g(&self.checks_evaluated),
+        )?;
+        out.gauge(
+            "healthroute_operator_table_groups",
+            "RecordGroups in the compiled table.",
+            g(&self.table_groups) as i64,
+        )?;
+        out.gauge(
+            "healthroute_operator_table_generation",
+            "Compiles that changed the table, in this process.",
+            g(&self.table_generation) as i64,
+        )?;
+        out.gauge(
+            "healthroute_operator_published_generation",
+            "Generation of the last table published (continued across leaders).",
+            g(&self.published_generation) as i64,
+        )?;
+        out.gauge(
+            "healthroute_operator_table_shards",
+            "Shards (ConfigMaps) of the published table.",
+            g(&self.table_shards) as i64,
+        )?;
+        out.counter(
+            "healthroute_operator_shards_written_total",
+            "Table ConfigMaps written.",
+            g(&self.shards_written),
+        )?;
+        out.seconds_counter(
+            "healthroute_operator_publish_seconds_total",
+            "Time spent publishing.",
+            g(&self.publish_micros_sum),
+        )?;
+        out.counter(
+            "healthroute_operator_publish_failures_total",
+            "Table publishes that failed (retried with backoff).",
+            g(&self.publish_failures),
+        )?;
+        out.gauge(
+            "healthroute_operator_publish_failing",
+            "1 while the last attempt to publish the table failed.",
+            i64::from(self.publish_failing.load(Ordering::Relaxed)),
+        )?;
+        out.counter(
+            "healthroute_operator_status_writes_total",
+            "Status patches written.",
+            g(&self.status_writes),
+        )?;
+        out.counter(
+            "healthroute_operator_status_write_errors_total",
+            "Status patches that failed (retried with backoff unless superseded).",
+            g(&self.status_write_errors),
+        )?;
+        out.gauge(
+            "healthroute_operator_status_backlog",
+            "Objects whose newest status is waiting to be written.",
+            g(&self.status_backlog) as i64,
+        )?;
+        out.counter(
+            "healthroute_operator_events_recorded_total",
+            "Kubernetes Events recorded.",
+            g(&self.events_recorded),
+        )?;
+        out.gauge(
+            "healthroute_operator_leader",
+            "1 while this replica holds the lease.",
+            i64::from(self.leader.load(Ordering::Relaxed)),
+        )?;
+        out.gauge(
+            "healthroute_operator_checks_without_checker",
+            "Probe and Metric checks no reachable checker reports on: they keep their last status (H7).",
+            g(&self.checks_without_checker) as i64,
+        )?;
+        let expiries = self
+            .shift_expiries
+            .lock()
+            .map(|e| e.clone())
+            .unwrap_or_default();
+        out.gauges(
+            "healthroute_operator_zonal_shift_expiry_timestamp_seconds",
+            "When each active ZonalShift expires (Z3, Z4).",
+            expiries.iter().map(|(shift, away_from, at)| {
+                (
+                    [
+                        ("zonal_shift", shift.as_str()),
+                        ("away_from", away_from.as_str()),
+                    ],
+                    *at,
+                )
+            }),
+        )
     }
 }
 
-/// A label value in the text format: backslash, double quote and newline escaped.
-fn label(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
+#[cfg(test)]
+mod tests {
+    use healthroute_admin::metrics::{Registry, encode};
+    use healthroute_checker::CheckerCollector;
+
+    use super::*;
+
+    // The operator's registry as main builds it: its own families and its Metric-check
+    // evaluator's, typed and named as the chart's alerts and dashboard read them.
+    #[test]
+    fn the_operator_exposition_names_and_types_every_family() {
+        let metrics = Arc::new(OperatorMetrics::default());
+        OperatorMetrics::add(&metrics.compile_micros_sum, 1_250_000);
+        metrics.leader.store(true, Ordering::Relaxed);
+        if let Ok(mut e) = metrics.shift_expiries.lock() {
+            e.push(("shop/drain-a".into(), "zone-a".into(), 1_800_000_000));
+        }
+        metrics
+            .metric_evaluator
+            .latency
+            .record(1, std::time::Duration::from_millis(3));
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(metrics.clone()));
+        registry.register_collector(Box::new(CheckerCollector {
+            checker: "metric-evaluator".into(),
+            metrics: metrics.metric_evaluator.clone(),
+        }));
+        let text = encode(&registry);
+        for line in [
+            "# TYPE healthroute_operator_compile_seconds_total counter",
+            "healthroute_operator_compile_seconds_total 1.25",
+            "# TYPE healthroute_operator_leader gauge",
+            "healthroute_operator_leader 1",
+            r#"healthroute_operator_zonal_shift_expiry_timestamp_seconds{zonal_shift="shop/drain-a",away_from="zone-a"} 1800000000"#,
+            "# TYPE healthroute_checker_probe_latency_seconds histogram",
+            r#"healthroute_checker_probe_latency_seconds_bucket{checker="metric-evaluator",le="0.005"} 1"#,
+            r#"healthroute_checker_probe_latency_seconds_count{checker="metric-evaluator"} 1"#,
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "missing {line:?} in\n{text}"
+            );
+        }
+    }
 }

@@ -1,5 +1,5 @@
-//! Resolver metrics, recorded lock-free on the query path and rendered in the Prometheus text
-//! format by the admin server.
+//! Resolver metrics, recorded lock-free on the query path and read at each scrape by the
+//! process registry's collector ([`ServingCollector`]).
 //!
 //! Queries are counted in a fixed array indexed by (zone, type, rcode); the zones are known at
 //! start. Answers per record group and set identifier are counted in [`AnswerCounters`]: a
@@ -8,7 +8,7 @@
 //! counters, so a query counts without a lock.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
+use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -16,6 +16,9 @@ use std::time::{Duration, Instant};
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::RecordType;
 
+use healthroute_admin::metrics::{AtomicHistogram, Collector, DescriptorEncoder, Exposition};
+
+use crate::handler::Shared;
 use crate::serving::ServingTable;
 
 const TYPES: [&str; 8] = ["A", "AAAA", "CNAME", "TXT", "SOA", "NS", "ANY", "other"];
@@ -123,51 +126,35 @@ impl AnswerCounters {
             .map_or(0, |(_, n)| n.load(Ordering::Relaxed))
     }
 
-    fn render(&self, out: &mut String) {
-        out.push_str("# HELP healthroute_answers_total Answers, by record group and set identifier (M1).\n# TYPE healthroute_answers_total counter\n");
-        for ((group, id), n) in self
-            .records
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-        {
-            let _ = writeln!(
-                out,
-                "healthroute_answers_total{{record_group=\"{}\",set_identifier=\"{}\"}} {}",
-                escape(group),
-                escape(id),
-                n.load(Ordering::Relaxed)
-            );
+    fn encode(&self, out: &mut Exposition) -> fmt::Result {
+        fn read<K: Clone>(map: &Mutex<BTreeMap<K, Arc<AtomicU64>>>) -> Vec<(K, u64)> {
+            let map = map.lock().unwrap_or_else(|p| p.into_inner());
+            map.iter()
+                .map(|(k, n)| (k.clone(), n.load(Ordering::Relaxed)))
+                .collect()
         }
-        out.push_str("# HELP healthroute_zone_affinity_answers_total Answers of groups with zone affinity, from this resolver's zone (same-zone) or from every zone (all-zones) (A5).\n# TYPE healthroute_zone_affinity_answers_total counter\n");
-        for ((group, same), n) in self
-            .locality
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-        {
-            let _ = writeln!(
-                out,
-                "healthroute_zone_affinity_answers_total{{record_group=\"{}\",locality=\"{}\"}} {}",
-                escape(group),
-                if *same { "same-zone" } else { "all-zones" },
-                n.load(Ordering::Relaxed)
-            );
-        }
-        out.push_str("# HELP healthroute_last_resort_answers_total Answers given while no record of the group was healthy (S6).\n# TYPE healthroute_last_resort_answers_total counter\n");
-        for (group, n) in self
-            .last_resort
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-        {
-            let _ = writeln!(
-                out,
-                "healthroute_last_resort_answers_total{{record_group=\"{}\"}} {}",
-                escape(group),
-                n.load(Ordering::Relaxed)
-            );
-        }
+        out.counters(
+            "healthroute_answers_total",
+            "Answers, by record group and set identifier (M1).",
+            read(&self.records).iter().map(|((group, id), n)| {
+                ([("record_group", &**group), ("set_identifier", &**id)], *n)
+            }),
+        )?;
+        out.counters(
+            "healthroute_zone_affinity_answers_total",
+            "Answers of groups with zone affinity, from this resolver's zone (same-zone) or from every zone (all-zones) (A5).",
+            read(&self.locality).iter().map(|((group, same), n)| {
+                let locality = if *same { "same-zone" } else { "all-zones" };
+                ([("record_group", &**group), ("locality", locality)], *n)
+            }),
+        )?;
+        out.counters(
+            "healthroute_last_resort_answers_total",
+            "Answers given while no record of the group was healthy (S6).",
+            read(&self.last_resort)
+                .iter()
+                .map(|(group, n)| ([("record_group", &**group)], *n)),
+        )
     }
 }
 
@@ -177,8 +164,7 @@ pub struct Metrics {
     /// Zone names; index `zones.len()` is "none" (outside every zone).
     zones: Vec<String>,
     queries: Vec<AtomicU64>,
-    latency: [AtomicU64; BUCKETS_US.len() + 1],
-    latency_sum_us: AtomicU64,
+    latency: AtomicHistogram<{ BUCKETS_US.len() }>,
     pub forwarded: AtomicU64,
     pub upstream_failures: AtomicU64,
     pub tables_loaded: AtomicU64,
@@ -193,8 +179,7 @@ impl Metrics {
             answers: AnswerCounters::default(),
             zones,
             queries: (0..slots).map(|_| AtomicU64::new(0)).collect(),
-            latency: Default::default(),
-            latency_sum_us: AtomicU64::new(0),
+            latency: AtomicHistogram::new(BUCKETS_US),
             forwarded: AtomicU64::new(0),
             upstream_failures: AtomicU64::new(0),
             tables_loaded: AtomicU64::new(0),
@@ -247,18 +232,9 @@ impl Metrics {
 
     /// Records the latency of `queries` answered together, `elapsed` after they arrived (a
     /// receive batch shares one clock reading, and three atomic adds).
+    #[inline]
     pub fn record_latency(&self, queries: u64, elapsed: Duration) {
-        if queries == 0 {
-            return;
-        }
-        let us = elapsed.as_micros() as u64;
-        let bucket = BUCKETS_US
-            .iter()
-            .position(|b| us <= *b)
-            .unwrap_or(BUCKETS_US.len());
-        self.latency[bucket].fetch_add(queries, Ordering::Relaxed);
-        self.latency_sum_us
-            .fetch_add(us * queries, Ordering::Relaxed);
+        self.latency.record(queries, elapsed);
     }
 
     pub fn table_loaded(&self) {
@@ -267,115 +243,122 @@ impl Metrics {
             .store(self.started.elapsed().as_millis() as u64, Ordering::Relaxed);
     }
 
-    /// The Prometheus text exposition of everything, with the current table's counters.
-    pub fn render(&self, table: Option<&ServingTable>) -> String {
-        let mut out = String::with_capacity(4096);
-        out.push_str("# HELP healthroute_dns_queries_total DNS queries answered, by zone, type and response code.\n");
-        out.push_str("# TYPE healthroute_dns_queries_total counter\n");
-        for (slot, n) in self.queries.iter().enumerate() {
-            let n = n.load(Ordering::Relaxed);
-            if n == 0 {
-                continue;
-            }
-            let r = slot % RCODES.len();
-            let t = (slot / RCODES.len()) % TYPES.len();
-            let z = slot / (RCODES.len() * TYPES.len());
-            let zone = self.zones.get(z).map_or("none", String::as_str);
-            let _ = writeln!(
-                out,
-                "healthroute_dns_queries_total{{zone=\"{zone}\",type=\"{}\",rcode=\"{}\"}} {n}",
-                TYPES[t], RCODES[r]
-            );
-        }
-        out.push_str("# HELP healthroute_dns_request_duration_seconds Time from a parsed query to its answer sent.\n");
-        out.push_str("# TYPE healthroute_dns_request_duration_seconds histogram\n");
-        let mut cumulative = 0;
-        for (i, b) in BUCKETS_US.iter().enumerate() {
-            cumulative += self.latency[i].load(Ordering::Relaxed);
-            let _ = writeln!(
-                out,
-                "healthroute_dns_request_duration_seconds_bucket{{le=\"{}\"}} {cumulative}",
-                *b as f64 / 1e6
-            );
-        }
-        cumulative += self.latency[BUCKETS_US.len()].load(Ordering::Relaxed);
-        let _ = writeln!(
-            out,
-            "healthroute_dns_request_duration_seconds_bucket{{le=\"+Inf\"}} {cumulative}"
-        );
-        let _ = writeln!(
-            out,
-            "healthroute_dns_request_duration_seconds_sum {}",
-            self.latency_sum_us.load(Ordering::Relaxed) as f64 / 1e6
-        );
-        let _ = writeln!(
-            out,
-            "healthroute_dns_request_duration_seconds_count {cumulative}"
-        );
-        for (name, help, v) in [
-            (
-                "healthroute_dns_forwarded_total",
-                "Queries forwarded to the upstream.",
-                &self.forwarded,
-            ),
-            (
-                "healthroute_dns_upstream_failures_total",
-                "Forwarded queries that got no answer from the upstream (answered SERVFAIL).",
-                &self.upstream_failures,
-            ),
-            (
-                "healthroute_table_loads_total",
-                "Routing tables loaded.",
-                &self.tables_loaded,
-            ),
-        ] {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
-                v.load(Ordering::Relaxed)
-            );
-        }
+    /// Everything, with the counters and gauges of `table` (the one being served).
+    fn encode(&self, out: &mut Exposition, table: Option<&ServingTable>) -> fmt::Result {
+        out.counters(
+            "healthroute_dns_queries_total",
+            "DNS queries answered, by zone, type and response code.",
+            self.queries.iter().enumerate().filter_map(|(slot, n)| {
+                let n = n.load(Ordering::Relaxed);
+                if n == 0 {
+                    return None;
+                }
+                let r = slot % RCODES.len();
+                let t = (slot / RCODES.len()) % TYPES.len();
+                let z = slot / (RCODES.len() * TYPES.len());
+                let zone = self.zones.get(z).map_or("none", String::as_str);
+                Some((
+                    [("zone", zone), ("type", TYPES[t]), ("rcode", RCODES[r])],
+                    n,
+                ))
+            }),
+        )?;
+        out.histogram(
+            "healthroute_dns_request_duration_seconds",
+            "Time from a parsed query to its answer sent.",
+            &self.latency.snapshot(),
+        )?;
+        out.counter(
+            "healthroute_dns_forwarded_total",
+            "Queries forwarded to the upstream.",
+            self.forwarded.load(Ordering::Relaxed),
+        )?;
+        out.counter(
+            "healthroute_dns_upstream_failures_total",
+            "Forwarded queries that got no answer from the upstream (answered SERVFAIL).",
+            self.upstream_failures.load(Ordering::Relaxed),
+        )?;
+        out.counter(
+            "healthroute_table_loads_total",
+            "Routing tables loaded.",
+            self.tables_loaded.load(Ordering::Relaxed),
+        )?;
         if let Some(table) = table {
-            let age = self.started.elapsed().as_millis() as u64
+            let age_ms = self.started.elapsed().as_millis() as u64
                 - self.table_loaded_at_ms.load(Ordering::Relaxed);
-            let _ = writeln!(
-                out,
-                "# HELP healthroute_table_generation Generation of the routing table being served.\n# TYPE healthroute_table_generation gauge\nhealthroute_table_generation {}",
-                table.generation
-            );
-            let _ = writeln!(
-                out,
-                "# HELP healthroute_table_age_seconds Seconds since the table being served was loaded.\n# TYPE healthroute_table_age_seconds gauge\nhealthroute_table_age_seconds {}",
-                age as f64 / 1000.0
-            );
-            out.push_str("# HELP healthroute_last_resort Whether a group is answering by last resort now.\n# TYPE healthroute_last_resort gauge\n");
-            for g in table.groups() {
-                let _ = writeln!(
-                    out,
-                    "healthroute_last_resort{{record_group=\"{}\"}} {}",
-                    escape(&g.wire.key),
-                    u8::from(g.wire.last_resort)
-                );
-            }
+            out.gauge(
+                "healthroute_table_generation",
+                "Generation of the routing table being served.",
+                table.generation as i64,
+            )?;
+            out.gauge_f64(
+                "healthroute_table_age_seconds",
+                "Seconds since the table being served was loaded.",
+                age_ms as f64 / 1000.0,
+            )?;
+            out.gauges(
+                "healthroute_last_resort",
+                "Whether a group is answering by last resort now.",
+                table.groups().iter().map(|g| {
+                    (
+                        [("record_group", &*g.wire.key)],
+                        i64::from(g.wire.last_resort),
+                    )
+                }),
+            )?;
         }
-        self.answers.render(&mut out);
-        out
+        self.answers.encode(out)
     }
 }
 
-fn escape(s: &str) -> String {
-    s.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
+/// The resolver's metrics in its process's registry: its counters, and the gauges of the
+/// table it serves at the moment of the scrape.
+pub struct ServingCollector(pub Arc<Shared>);
+
+impl fmt::Debug for ServingCollector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ServingCollector")
+    }
+}
+
+impl Collector for ServingCollector {
+    fn encode(&self, encoder: DescriptorEncoder) -> fmt::Result {
+        let table = self.0.table.load_full();
+        self.0
+            .metrics
+            .encode(&mut Exposition::new(encoder), table.as_deref())
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// The metrics alone, without a table.
+    #[derive(Debug)]
+    struct Alone(Arc<Metrics>);
+
+    impl fmt::Debug for Metrics {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("Metrics")
+        }
+    }
+
+    impl Collector for Alone {
+        fn encode(&self, encoder: DescriptorEncoder) -> fmt::Result {
+            self.0.encode(&mut Exposition::new(encoder), None)
+        }
+    }
+
+    fn render(m: &Arc<Metrics>) -> String {
+        let mut registry = healthroute_admin::metrics::Registry::default();
+        registry.register_collector(Box::new(Alone(m.clone())));
+        healthroute_admin::metrics::encode(&registry)
+    }
+
     #[test]
     fn a_batch_counts_every_query_once() {
-        let m = Metrics::new(vec!["example.com.".into()]);
+        let m = Arc::new(Metrics::new(vec!["example.com.".into()]));
         {
             let mut batch = Tally::default();
             let a = m.query_counter(Some(0), RecordType::A, ResponseCode::NoError);
@@ -386,13 +369,13 @@ mod tests {
         }
         m.record_latency(4, Duration::from_micros(40));
         m.record_query(None, RecordType::SOA, ResponseCode::Refused, Duration::ZERO);
-        let text = m.render(None);
+        let text = render(&m);
         for line in [
             r#"healthroute_dns_queries_total{zone="example.com.",type="A",rcode="NOERROR"} 3"#,
             r#"healthroute_dns_queries_total{zone="example.com.",type="A",rcode="NXDOMAIN"} 1"#,
             r#"healthroute_dns_queries_total{zone="none",type="SOA",rcode="REFUSED"} 1"#,
-            r#"healthroute_dns_request_duration_seconds_bucket{le="0.00001"} 1"#,
-            r#"healthroute_dns_request_duration_seconds_bucket{le="0.00005"} 5"#,
+            r#"healthroute_dns_request_duration_seconds_bucket{le="1e-05"} 1"#,
+            r#"healthroute_dns_request_duration_seconds_bucket{le="5e-05"} 5"#,
             r#"healthroute_dns_request_duration_seconds_bucket{le="+Inf"} 5"#,
             "healthroute_dns_request_duration_seconds_sum 0.00016",
         ] {

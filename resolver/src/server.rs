@@ -17,8 +17,13 @@ use healthroute_table::{RoutingTable, Value};
 use hickory_server::Server;
 use tokio::sync::watch;
 
+use healthroute_admin::endpoint::Admin;
+use healthroute_admin::metrics::Registry;
+use healthroute_checker::CheckerCollector;
+
 use crate::handler::{DnsHandler, Forwarder, Shared};
 use crate::metrics::Metrics;
+use crate::metrics::ServingCollector;
 use crate::serving::{ServingTable, ZoneConfig};
 
 /// How the resolver listens and what it serves.
@@ -227,9 +232,21 @@ pub async fn start(
                 .await
                 .map_err(|e| format!("cannot listen on admin {addr}: {e}"))?;
             let local = listener.local_addr().map_err(|e| e.to_string())?;
-            let shared = shared.clone();
+            let mut registry = Registry::default();
+            registry.register_collector(Box::new(ServingCollector(shared.clone())));
+            if let Some((name, metrics)) = &shared.checker {
+                registry.register_collector(Box::new(CheckerCollector {
+                    checker: name.clone(),
+                    metrics: metrics.clone(),
+                }));
+            }
+            let admin = Admin {
+                registry,
+                readiness: shared.clone(),
+            };
             tasks.push(tokio::spawn(healthroute_admin::endpoint::serve(
-                listener, shared,
+                listener,
+                Arc::new(admin),
             )));
             Some(local)
         }
@@ -353,15 +370,7 @@ pub fn write_table_file(path: &std::path::Path, table: &RoutingTable<Value>) -> 
     std::fs::rename(&tmp, path).map_err(|e| e.to_string())
 }
 
-impl healthroute_admin::endpoint::AdminState for Shared {
-    fn metrics(&self) -> String {
-        let table = self.table.load_full();
-        let mut body = self.metrics.render(table.as_deref());
-        if let Some((name, checker)) = &self.checker {
-            body.push_str(&checker.render(name));
-        }
-        body
-    }
+impl healthroute_admin::endpoint::Readiness for Shared {
     fn ready(&self) -> Result<(), String> {
         if self.draining.load(std::sync::atomic::Ordering::Relaxed) {
             return Err("shutting down: still answering while traffic moves away".into());

@@ -316,6 +316,11 @@ fn health_check_moves_the_answer() {
         metrics.contains("healthroute_checker_check_probes_total{checker=\"standalone\",check=\"t/main\",result=\"unhealthy\"}"),
         "per-check results: {metrics}"
     );
+    // The whole exposition (the resolver's families and its checker's) as Prometheus reads it:
+    // names, types (the probe latency is one histogram), help, escaping.
+    if let Some(problems) = crate::support::promtool_problems(&metrics) {
+        assert!(problems.is_empty(), "promtool: {problems}\n{metrics}");
+    }
 
     backend.restart();
     eventually(Duration::from_secs(10), || {

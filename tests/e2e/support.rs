@@ -1,7 +1,7 @@
 //! Helpers shared by the end-to-end tests.
 
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 /// The repository root.
 pub fn repo() -> PathBuf {
@@ -200,4 +200,36 @@ pub fn eventually(
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     None
+}
+
+/// What `promtool check metrics` (Prometheus's own linter) finds wrong in an exposition, or
+/// `None` when promtool is not installed (said on stderr). `.ci/run` installs it.
+pub fn promtool_problems(exposition: &str) -> Option<String> {
+    use std::io::Write;
+    let child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn();
+    let Ok(mut child) = child else {
+        eprintln!("promtool is not installed: the exposition lint is skipped");
+        return None;
+    };
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin
+            .write_all(exposition.as_bytes())
+            .expect("write to promtool");
+    }
+    let out = child.wait_with_output().expect("promtool runs");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(if out.status.success() {
+        String::new()
+    } else {
+        said
+    })
 }

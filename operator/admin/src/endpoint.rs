@@ -12,19 +12,28 @@ use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 
-/// What the endpoint asks its owner.
-pub trait AdminState: Send + Sync + 'static {
-    /// Prometheus text exposition.
-    fn metrics(&self) -> String;
-    /// Ready to serve (a table loaded, caches synced...).
+use crate::metrics::{self, Registry};
+
+/// Whether the process is ready to serve (a table loaded, caches synced...), or why not.
+pub trait Readiness: Send + Sync + 'static {
     fn ready(&self) -> Result<(), String>;
 }
 
-fn answer(state: &dyn AdminState, request: &Request<Incoming>) -> Response<Full<Bytes>> {
+/// What the endpoint serves: the process's metrics and its readiness.
+pub struct Admin {
+    pub registry: Registry,
+    pub readiness: Arc<dyn Readiness>,
+}
+
+fn answer(admin: &Admin, request: &Request<Incoming>) -> Response<Full<Bytes>> {
     let (status, content_type, body) = match request.uri().path() {
-        "/metrics" => (StatusCode::OK, "text/plain; version=0.0.4", state.metrics()),
+        "/metrics" => (
+            StatusCode::OK,
+            metrics::CONTENT_TYPE,
+            metrics::encode(&admin.registry),
+        ),
         "/livez" => (StatusCode::OK, "text/plain", "ok\n".to_owned()),
-        "/readyz" => match state.ready() {
+        "/readyz" => match admin.readiness.ready() {
             Ok(()) => (StatusCode::OK, "text/plain", "ready\n".to_owned()),
             Err(why) => (
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -49,16 +58,16 @@ fn answer(state: &dyn AdminState, request: &Request<Incoming>) -> Response<Full<
 
 /// Serves until the listener fails. Each connection gets one response; a request head must
 /// arrive within 5 seconds.
-pub async fn serve(listener: TcpListener, state: Arc<dyn AdminState>) {
+pub async fn serve(listener: TcpListener, admin: Arc<Admin>) {
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         };
-        let state = state.clone();
+        let admin = admin.clone();
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |request: Request<Incoming>| {
-                let response = answer(&*state, &request);
+                let response = answer(&admin, &request);
                 async move { Ok::<_, Infallible>(response) }
             });
             let _ = hyper::server::conn::http1::Builder::new()
@@ -77,13 +86,21 @@ mod tests {
 
     use super::*;
 
-    struct Fixed;
-    impl AdminState for Fixed {
-        fn metrics(&self) -> String {
-            "healthroute_up 1\n".into()
-        }
+    struct Ready;
+    impl Readiness for Ready {
         fn ready(&self) -> Result<(), String> {
             Ok(())
+        }
+    }
+
+    #[derive(Debug)]
+    struct Up;
+    impl metrics::Collector for Up {
+        fn encode(
+            &self,
+            encoder: prometheus_client::encoding::DescriptorEncoder,
+        ) -> std::fmt::Result {
+            metrics::Exposition::new(encoder).gauge("healthroute_up", "Up.", 1)
         }
     }
 
@@ -93,7 +110,13 @@ mod tests {
     async fn a_request_in_pieces_is_read_whole() {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
-        tokio::spawn(serve(listener, Arc::new(Fixed)));
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(Up));
+        let admin = Admin {
+            registry,
+            readiness: Arc::new(Ready),
+        };
+        tokio::spawn(serve(listener, Arc::new(admin)));
         let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
         stream.set_nodelay(true).expect("nodelay");
         for piece in [

@@ -2,10 +2,12 @@
 //!
 //! - [`lifecycle`]: logging, the runtime, and the stop signal;
 //! - [`endpoint`]: the admin endpoint (`/metrics`, `/livez`, `/readyz`);
+//! - [`metrics`]: the process's metrics registry and how collectors write into it;
 //! - [`retry`]: how a loop that talks to the API server waits before trying again, and how it
 //!   logs a failure that repeats.
 #![forbid(unsafe_code)]
 
 pub mod endpoint;
 pub mod lifecycle;
+pub mod metrics;
 pub mod retry;

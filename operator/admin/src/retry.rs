@@ -54,6 +54,7 @@ impl Iterator for Backoff {
     }
 }
 
+#[cfg(feature = "watch")]
 impl kube::runtime::utils::Backoff for Backoff {
     fn reset(&mut self) {
         Backoff::reset(self);

@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use healthroute_admin::metrics::{AtomicHistogram, Collector, DescriptorEncoder, Exposition};
 use jiff::Timestamp;
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinHandle;
@@ -87,62 +88,106 @@ impl Threshold {
     }
 }
 
-/// Counters of one checker, exported by the binary that runs it.
-#[derive(Debug, Default)]
+/// Probe (and Metric evaluation) latency buckets, in microseconds: 1 ms to 10 s.
+const LATENCY_BOUNDS_US: [u64; 11] = [
+    1_000, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000, 2_500_000,
+    10_000_000,
+];
+
+/// Counters of one checker, exported by the binary that runs it (see [`CheckerCollector`]).
+#[derive(Debug)]
 pub struct CheckerMetrics {
     pub probes_healthy: AtomicU64,
     pub probes_unhealthy: AtomicU64,
     pub probes_rejected: AtomicU64,
     pub flips: AtomicU64,
-    pub latency_ms_sum: AtomicU64,
+    /// How long each probe or evaluation took, whatever its result.
+    pub latency: AtomicHistogram<{ LATENCY_BOUNDS_US.len() }>,
     /// Per check: (healthy, unhealthy, rejected) probes and view flips. One entry per check;
     /// touched once per probe, never on the DNS path.
     pub by_check: Mutex<std::collections::BTreeMap<ObjectKey, [u64; 4]>>,
 }
 
-impl CheckerMetrics {
-    pub fn render(&self, checker: &str) -> String {
+impl Default for CheckerMetrics {
+    fn default() -> Self {
+        CheckerMetrics {
+            probes_healthy: AtomicU64::new(0),
+            probes_unhealthy: AtomicU64::new(0),
+            probes_rejected: AtomicU64::new(0),
+            flips: AtomicU64::new(0),
+            latency: AtomicHistogram::new(LATENCY_BOUNDS_US),
+            by_check: Mutex::default(),
+        }
+    }
+}
+
+/// A checker's metrics in a process's registry, labelled with the checker's name.
+#[derive(Debug)]
+pub struct CheckerCollector {
+    pub checker: String,
+    pub metrics: Arc<CheckerMetrics>,
+}
+
+impl Collector for CheckerCollector {
+    fn encode(&self, encoder: DescriptorEncoder) -> std::fmt::Result {
+        let m = &*self.metrics;
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let total = get(&self.probes_healthy) + get(&self.probes_unhealthy);
-        let mut per_check = String::from(
-            "# HELP healthroute_checker_check_probes_total Probes of one check from one checker, by result.\n# TYPE healthroute_checker_check_probes_total counter\n",
-        );
-        per_check.push_str("# HELP healthroute_checker_check_flips_total Times one checker's view of one check flipped.\n# TYPE healthroute_checker_check_flips_total counter\n");
-        for (key, counts) in self
+        let checker = self.checker.as_str();
+        let mut out = Exposition::new(encoder);
+        out.counters(
+            "healthroute_checker_probes_total",
+            "Probes run, by result.",
+            [
+                ("healthy", &m.probes_healthy),
+                ("unhealthy", &m.probes_unhealthy),
+                ("rejected", &m.probes_rejected),
+            ]
+            .map(|(result, n)| ([("checker", checker), ("result", result)], get(n))),
+        )?;
+        out.counters(
+            "healthroute_checker_view_flips_total",
+            "Times a checker's view of a check flipped.",
+            [([("checker", checker)], get(&m.flips))],
+        )?;
+        out.histograms(
+            "healthroute_checker_probe_latency_seconds",
+            "How long probes and Metric evaluations took, whatever their result.",
+            [([("checker", checker)], m.latency.snapshot())],
+        )?;
+        let by_check: Vec<(String, [u64; 4])> = m
             .by_check
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .iter()
-        {
-            for (slot, result) in ["healthy", "unhealthy", "rejected"].iter().enumerate() {
-                if counts[slot] > 0 {
-                    per_check.push_str(&format!(
-                        "healthroute_checker_check_probes_total{{checker=\"{checker}\",check=\"{key}\",result=\"{result}\"}} {}\n",
-                        counts[slot]
-                    ));
-                }
-            }
-            per_check.push_str(&format!(
-                "healthroute_checker_check_flips_total{{checker=\"{checker}\",check=\"{key}\"}} {}\n",
-                counts[3]
-            ));
-        }
-        format!(
-            "# HELP healthroute_checker_probes_total Probes run, by result.\n# TYPE healthroute_checker_probes_total counter\n\
-             healthroute_checker_probes_total{{checker=\"{checker}\",result=\"healthy\"}} {}\n\
-             healthroute_checker_probes_total{{checker=\"{checker}\",result=\"unhealthy\"}} {}\n\
-             healthroute_checker_probes_total{{checker=\"{checker}\",result=\"rejected\"}} {}\n\
-             # HELP healthroute_checker_view_flips_total Times a checker's view of a check flipped.\n# TYPE healthroute_checker_view_flips_total counter\n\
-             healthroute_checker_view_flips_total{{checker=\"{checker}\"}} {}\n\
-             # HELP healthroute_checker_probe_latency_seconds_sum Total probe time.\n# TYPE healthroute_checker_probe_latency_seconds_sum counter\n\
-             healthroute_checker_probe_latency_seconds_sum{{checker=\"{checker}\"}} {}\n\
-             healthroute_checker_probe_latency_seconds_count{{checker=\"{checker}\"}} {total}\n",
-            get(&self.probes_healthy),
-            get(&self.probes_unhealthy),
-            get(&self.probes_rejected),
-            get(&self.flips),
-            get(&self.latency_ms_sum) as f64 / 1000.0,
-        ) + &per_check
+            .map(|(key, counts)| (key.to_string(), *counts))
+            .collect();
+        out.counters(
+            "healthroute_checker_check_probes_total",
+            "Probes of one check from one checker, by result.",
+            by_check.iter().flat_map(|(check, counts)| {
+                ["healthy", "unhealthy", "rejected"]
+                    .into_iter()
+                    .zip(counts)
+                    .filter(|(_, n)| **n > 0)
+                    .map(move |(result, n)| {
+                        (
+                            [
+                                ("checker", checker),
+                                ("check", check.as_str()),
+                                ("result", result),
+                            ],
+                            *n,
+                        )
+                    })
+            }),
+        )?;
+        out.counters(
+            "healthroute_checker_check_flips_total",
+            "Times one checker's view of one check flipped.",
+            by_check.iter().map(|(check, counts)| {
+                ([("checker", checker), ("check", check.as_str())], counts[3])
+            }),
+        )
     }
 }
 
@@ -393,9 +438,7 @@ impl CheckTask {
             };
             let obs = probe(&probe_spec, &self.policy).await;
             drop(permit);
-            self.metrics
-                .latency_ms_sum
-                .fetch_add(obs.latency.as_millis() as u64, Ordering::Relaxed);
+            self.metrics.latency.record(1, obs.latency);
             let counter = if obs.rejected {
                 &self.metrics.probes_rejected
             } else if obs.healthy {
@@ -482,9 +525,7 @@ impl CheckTask {
                     }
                 },
             };
-            self.metrics
-                .latency_ms_sum
-                .fetch_add(started.elapsed().as_millis() as u64, Ordering::Relaxed);
+            self.metrics.latency.record(1, started.elapsed());
             let observation = match &evaluation {
                 Evaluation::Ok => Some(true),
                 Evaluation::Alarm { .. } => Some(false),

@@ -691,7 +691,7 @@ impl Control {
             .unwrap_or(Json::Null),
             Some(Err(e)) => json!({"conditions": status::merge_conditions(
                 old.as_ref().map_or(&[][..], |st| &st.conditions),
-                vec![status::Desired { kind: status::types::APPLIED, status: false, reason: "InvalidSpec", message: e }],
+                vec![status::Desired { kind: status::types::APPLIED, status: false, reason: "InvalidSpec", message: e.to_string() }],
                 now,
                 s.metadata.generation,
             )}),

@@ -10,6 +10,7 @@
 
 pub mod controller;
 pub mod credentials;
+pub mod error;
 pub mod index;
 pub mod leader;
 pub mod metrics;

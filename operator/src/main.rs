@@ -14,6 +14,7 @@ use healthroute_api::METRIC_EVALUATOR;
 use healthroute_checker::{CheckerCollector, Cidr, TargetPolicy};
 use healthroute_compiler::{DEFAULT_TTL, ServedZones};
 use healthroute_operator::controller::{self, Config, OperatorMetrics};
+use healthroute_operator::error::Error;
 use healthroute_operator::leader;
 use healthroute_operator::status_writer::WriterConfig;
 use tokio::sync::watch;
@@ -76,11 +77,8 @@ struct Args {
 struct State(Arc<OperatorMetrics>);
 
 impl Readiness for State {
-    fn ready(&self) -> Result<(), String> {
-        match self.0.not_ready() {
-            None => Ok(()),
-            Some(why) => Err(why),
-        }
+    fn not_ready(&self) -> Option<String> {
+        self.0.not_ready()
     }
 }
 
@@ -103,15 +101,16 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(args: Args) -> Result<(), String> {
+async fn run(args: Args) -> Result<(), Error> {
     let zones = ServedZones::new(&args.zones)?;
-    let client = kube::Client::try_default()
-        .await
-        .map_err(|e| format!("no Kubernetes client: {e}"))?;
+    let client = kube::Client::try_default().await.map_err(Error::NoClient)?;
     let metrics = Arc::new(OperatorMetrics::default());
     let listener = tokio::net::TcpListener::bind(args.admin_listen)
         .await
-        .map_err(|e| format!("admin {}: {e}", args.admin_listen))?;
+        .map_err(|source| Error::Admin {
+            addr: args.admin_listen,
+            source,
+        })?;
     let mut registry = Registry::default();
     registry.register_collector(Box::new(metrics.clone()));
     registry.register_collector(Box::new(CheckerCollector {
@@ -126,7 +125,7 @@ async fn run(args: Args) -> Result<(), String> {
 
     // P3: one writer. Every replica watches and compiles; only the lease holder writes.
     if args.lease_duration < 3 {
-        return Err("--lease-duration must be at least 3 seconds".into());
+        return Err(Error::LeaseTooShort);
     }
     let election = leader::Election {
         lease: "healthroute-operator".into(),

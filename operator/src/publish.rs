@@ -27,6 +27,7 @@ use kube::{Api, ResourceExt};
 use serde_json::json;
 use tokio::sync::{mpsc, watch};
 
+use crate::error::Error;
 use crate::metrics::OperatorMetrics;
 use crate::status::FIELD_MANAGER;
 use healthroute_admin::retry::{Backoff, ErrorLog};
@@ -36,24 +37,6 @@ pub const TABLE_NAME: &str = "healthroute-table";
 const HASH_ANNOTATION: &str = "healthroute.io/content-hash";
 /// The longest one table request may take before it counts as failed.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
-
-#[derive(Debug, thiserror::Error)]
-pub enum PublishError {
-    #[error("encoding the table: {0}")]
-    Encode(String),
-    #[error("writing ConfigMap {name}: {source}")]
-    Write {
-        name: String,
-        #[source]
-        source: kube::Error,
-    },
-    #[error("listing the table ConfigMaps: {0}")]
-    List(#[source] kube::Error),
-    #[error("{what}: no answer within {REQUEST_TIMEOUT:?}")]
-    Timeout { what: String },
-    #[error("leadership ended while publishing")]
-    NotLeader,
-}
 
 /// What one publish did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -115,13 +98,13 @@ impl Publisher {
 
     /// Reads what is published: the content hashes (so unchanged shards are not rewritten),
     /// the generation to continue above, and the groups served.
-    pub async fn read_back(&mut self) -> Result<ReadBack, PublishError> {
+    pub async fn read_back(&mut self) -> Result<ReadBack, Error> {
         let list = timed(
             "listing the table ConfigMaps",
             self.api.list(&ListParams::default().labels(TABLE_LABEL)),
         )
         .await?
-        .map_err(PublishError::List)?;
+        .map_err(Error::ListTable)?;
         self.written = list
             .items
             .iter()
@@ -178,10 +161,7 @@ impl Publisher {
 
     /// Writes the shards whose content changed, then the manifest under the next generation,
     /// then removes shards a smaller table no longer uses.
-    pub async fn publish(
-        &mut self,
-        table: &RoutingTable<Value>,
-    ) -> Result<PublishReport, PublishError> {
+    pub async fn publish(&mut self, table: &RoutingTable<Value>) -> Result<PublishReport, Error> {
         self.publish_while(table, || true).await
     }
 
@@ -190,11 +170,11 @@ impl Publisher {
         &mut self,
         table: &RoutingTable<Value>,
         still_leader: impl Fn() -> bool,
-    ) -> Result<PublishReport, PublishError> {
+    ) -> Result<PublishReport, Error> {
         if !self.loaded {
             self.read_back().await?;
         }
-        let encoded = self.encoder.encode(table).map_err(PublishError::Encode)?;
+        let encoded = self.encoder.encode(table)?;
         let mut report = PublishReport {
             generation: self.generation,
             shards: encoded.manifest.shards,
@@ -212,7 +192,7 @@ impl Publisher {
                 continue;
             }
             if !still_leader() {
-                return Err(PublishError::NotLeader);
+                return Err(Error::NotLeader);
             }
             self.apply(
                 &name,
@@ -228,11 +208,10 @@ impl Publisher {
             generation: self.generation + 1,
             ..encoded.manifest
         };
-        let body =
-            serde_json::to_string(&manifest).map_err(|e| PublishError::Encode(e.to_string()))?;
+        let body = serde_json::to_string(&manifest).map_err(Error::EncodeManifest)?;
         let hash = published::content_hash(body.as_bytes());
         if !still_leader() {
-            return Err(PublishError::NotLeader);
+            return Err(Error::NotLeader);
         }
         self.apply(TABLE_NAME, MANIFEST, &hash, body).await?;
         self.written.insert(TABLE_NAME.to_owned(), hash);
@@ -276,13 +255,7 @@ impl Publisher {
         }
     }
 
-    async fn apply(
-        &self,
-        name: &str,
-        role: &str,
-        hash: &str,
-        data: String,
-    ) -> Result<(), PublishError> {
+    async fn apply(&self, name: &str, role: &str, hash: &str, data: String) -> Result<(), Error> {
         let cm = json!({
             "apiVersion": "v1",
             "kind": "ConfigMap",
@@ -297,20 +270,20 @@ impl Publisher {
         timed(name, self.api.patch(name, &params, &Patch::Apply(cm)))
             .await?
             .map(|_| ())
-            .map_err(|source| PublishError::Write {
+            .map_err(|source| Error::WriteTable {
                 name: name.to_owned(),
                 source,
             })
     }
 }
 
-async fn timed<T>(
-    what: &str,
-    request: impl std::future::Future<Output = T>,
-) -> Result<T, PublishError> {
+async fn timed<T>(what: &str, request: impl std::future::Future<Output = T>) -> Result<T, Error> {
     tokio::time::timeout(REQUEST_TIMEOUT, request)
         .await
-        .map_err(|_| PublishError::Timeout { what: what.into() })
+        .map_err(|_| Error::Timeout {
+            what: what.into(),
+            after: REQUEST_TIMEOUT,
+        })
 }
 
 /// What the control loop asks of the publisher: the newest table of a leadership term.
@@ -435,7 +408,7 @@ pub async fn run_publisher(
                     table,
                 });
             }
-            Err(PublishError::NotLeader) => {}
+            Err(Error::NotLeader) => {}
             Err(e) => {
                 failed(e.to_string(), &mut errors);
                 retry_at = Some(tokio::time::Instant::now() + backoff.next_delay());

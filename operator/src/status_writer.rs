@@ -28,6 +28,7 @@ use serde_json::{Value as Json, json};
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
+use crate::error::Error;
 use crate::metrics::OperatorMetrics;
 use crate::status::{FIELD_MANAGER, Notice};
 use healthroute_admin::retry::{Backoff, ErrorLog};
@@ -241,7 +242,7 @@ pub async fn run(
                     }
                     Err(e) => {
                         OperatorMetrics::add(&metrics.status_write_errors, 1);
-                        let retry = e.worth_retrying();
+                        let retry = worth_retrying(&e);
                         let what = format!("{}: {e}", update.kind);
                         if errors.should_log(&what) {
                             tracing::warn!(kind = update.kind, object = %update.key, error = %e,
@@ -260,23 +261,12 @@ pub async fn run(
     }
 }
 
-/// Why one write failed.
-#[derive(Debug, thiserror::Error)]
-enum WriteError {
-    #[error("no answer within {0:?}")]
-    Timeout(Duration),
-    #[error(transparent)]
-    Api(#[from] kube::Error),
-}
-
-impl WriteError {
-    fn worth_retrying(&self) -> bool {
-        match self {
-            WriteError::Timeout(_) => true,
-            // Gone (404) or refused as invalid (400, 422): the next status will say more.
-            WriteError::Api(kube::Error::Api(s)) => !matches!(s.code, 400 | 404 | 422),
-            WriteError::Api(_) => true,
-        }
+/// Whether a failed write is worth trying again.
+fn worth_retrying(error: &Error) -> bool {
+    match error {
+        // Gone (404) or refused as invalid (400, 422): the next status will say more.
+        Error::Api(kube::Error::Api(s)) => !matches!(s.code, 400 | 404 | 422),
+        _ => true,
     }
 }
 
@@ -286,7 +276,7 @@ async fn write(
     recorder: &Recorder,
     update: &StatusUpdate,
     timeout: Duration,
-) -> Result<u64, WriteError> {
+) -> Result<u64, Error> {
     let api = dynamic_api(client, update.kind, &update.key.namespace);
     let patch = json!({
         "apiVersion": format!("{}/{}", healthroute_api::GROUP, healthroute_api::VERSION),
@@ -299,7 +289,10 @@ async fn write(
         api.patch_status(&update.key.name, &params, &Patch::Apply(patch)),
     )
     .await
-    .map_err(|_| WriteError::Timeout(timeout))??;
+    .map_err(|_| Error::Timeout {
+        what: "status patch".into(),
+        after: timeout,
+    })??;
     let mut recorded = 0;
     for n in &update.events {
         let event = Event {

@@ -7,6 +7,8 @@ use std::path::Path;
 use serde::Deserialize;
 
 use healthroute_compiler::manifests::CONFIG_FILE;
+
+use crate::error::Error;
 use healthroute_compiler::{DEFAULT_TTL, ServedZones};
 
 /// `healthroute.yaml`: the same settings as the flags, in camelCase.
@@ -25,12 +27,15 @@ pub struct FileConfig {
 
 impl FileConfig {
     /// Reads `DIR/healthroute.yaml`; a missing file is an empty configuration.
-    pub fn load(dir: &Path) -> Result<FileConfig, String> {
+    pub fn load(dir: &Path) -> Result<FileConfig, Error> {
         let path = dir.join(CONFIG_FILE);
         match std::fs::read_to_string(&path) {
-            Ok(text) => crate::config::yaml(&text).map_err(|e| format!("{}: {e}", path.display())),
+            Ok(text) => yaml(&text).map_err(|e| Error::ParseConfig {
+                path,
+                source: Box::new(e),
+            }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(FileConfig::default()),
-            Err(e) => Err(format!("{}: {e}", path.display())),
+            Err(source) => Err(Error::ReadConfig { path, source }),
         }
     }
 }
@@ -46,16 +51,14 @@ pub fn zones_and_ttl(
     flag_zones: &[String],
     flag_ttl: Option<u32>,
     file: &FileConfig,
-) -> Result<(ServedZones, u32), String> {
+) -> Result<(ServedZones, u32), Error> {
     let zones = if flag_zones.is_empty() {
         &file.zones
     } else {
         flag_zones
     };
     if zones.is_empty() {
-        return Err(format!(
-            "no served zone: pass --zone ZONE or list zones in {CONFIG_FILE}"
-        ));
+        return Err(Error::NoZone);
     }
     let zones = ServedZones::new(zones)?;
     Ok((zones, flag_ttl.or(file.default_ttl).unwrap_or(DEFAULT_TTL)))

@@ -21,6 +21,7 @@ use hickory_server::server::{Request, RequestHandler, ResponseHandler, ResponseI
 use hickory_server::zone_handler::MessageResponseBuilder;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::error::Error;
 use crate::metrics::{Metrics, Tally};
 use crate::serving::{ApexRecords, Outcome, ServingTable, wire_name};
 
@@ -279,7 +280,7 @@ pub struct Forwarder {
 impl Forwarder {
     /// Sends the client's query as it came, over UDP (TCP when the client used TCP, or when
     /// the UDP answer is truncated), and returns the upstream's reply.
-    pub async fn forward(&self, raw: &[u8], protocol: Protocol) -> Result<Message, String> {
+    pub async fn forward(&self, raw: &[u8], protocol: Protocol) -> Result<Message, Error> {
         let work = async {
             if protocol == Protocol::Udp {
                 let reply = self.udp(raw).await?;
@@ -291,27 +292,25 @@ impl Forwarder {
         };
         tokio::time::timeout(self.timeout, work)
             .await
-            .map_err(|_| format!("no answer from {} within {:?}", self.upstream, self.timeout))?
+            .map_err(|_| Error::UpstreamTimeout {
+                upstream: self.upstream,
+                timeout: self.timeout,
+            })?
     }
 
-    async fn udp(&self, raw: &[u8]) -> Result<Message, String> {
+    async fn udp(&self, raw: &[u8]) -> Result<Message, Error> {
         let bind: SocketAddr = if self.upstream.is_ipv4() {
             ([0, 0, 0, 0], 0).into()
         } else {
             (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
         };
-        let socket = tokio::net::UdpSocket::bind(bind)
-            .await
-            .map_err(|e| e.to_string())?;
-        socket
-            .connect(self.upstream)
-            .await
-            .map_err(|e| e.to_string())?;
-        socket.send(raw).await.map_err(|e| e.to_string())?;
+        let socket = tokio::net::UdpSocket::bind(bind).await?;
+        socket.connect(self.upstream).await?;
+        socket.send(raw).await?;
         let id = raw.get(..2).map(|b| u16::from_be_bytes([b[0], b[1]]));
         let mut buf = vec![0u8; 65_535];
         loop {
-            let n = socket.recv(&mut buf).await.map_err(|e| e.to_string())?;
+            let n = socket.recv(&mut buf).await?;
             match Message::from_vec(&buf[..n]) {
                 Ok(m) if Some(m.metadata.id) == id => return Ok(m),
                 _ => continue, // a stray or spoofed datagram: keep waiting
@@ -319,21 +318,16 @@ impl Forwarder {
         }
     }
 
-    async fn tcp(&self, raw: &[u8]) -> Result<Message, String> {
-        let mut stream = tokio::net::TcpStream::connect(self.upstream)
-            .await
-            .map_err(|e| e.to_string())?;
-        let len = u16::try_from(raw.len()).map_err(|_| "query too large".to_string())?;
+    async fn tcp(&self, raw: &[u8]) -> Result<Message, Error> {
+        let mut stream = tokio::net::TcpStream::connect(self.upstream).await?;
+        let len = u16::try_from(raw.len()).map_err(|_| Error::QueryTooLarge)?;
         let mut framed = Vec::with_capacity(raw.len() + 2);
         framed.extend_from_slice(&len.to_be_bytes());
         framed.extend_from_slice(raw);
-        stream.write_all(&framed).await.map_err(|e| e.to_string())?;
-        let n = stream.read_u16().await.map_err(|e| e.to_string())?;
+        stream.write_all(&framed).await?;
+        let n = stream.read_u16().await?;
         let mut buf = vec![0u8; usize::from(n)];
-        stream
-            .read_exact(&mut buf)
-            .await
-            .map_err(|e| e.to_string())?;
-        Message::from_vec(&buf).map_err(|e| e.to_string())
+        stream.read_exact(&mut buf).await?;
+        Ok(Message::from_vec(&buf)?)
     }
 }

@@ -3,6 +3,7 @@
 #![deny(unsafe_code)]
 
 pub mod config;
+pub mod error;
 pub mod fastpath;
 pub mod fuzzing;
 pub mod handler;

@@ -11,6 +11,7 @@ use tokio::sync::{mpsc, watch};
 use healthroute_admin::lifecycle;
 use healthroute_checker::{Checker, Cidr, TargetPolicy};
 use healthroute_resolver::config::{FileConfig, zones_and_ttl};
+use healthroute_resolver::error::Error;
 use healthroute_resolver::server::{self, ServeConfig};
 use healthroute_resolver::serving::ZoneConfig;
 use healthroute_resolver::simulate::{self, SimulateArgs};
@@ -175,7 +176,7 @@ fn main() -> ExitCode {
     }
 }
 
-async fn serve(args: ServeArgs) -> Result<(), String> {
+async fn serve(args: ServeArgs) -> Result<(), Error> {
     match args.manifests.clone() {
         Some(dir) => serve_standalone(args, dir).await,
         None => serve_cluster(args).await,
@@ -234,7 +235,7 @@ fn checker_policy(args: &ServeArgs, base: TargetPolicy) -> TargetPolicy {
     policy
 }
 
-async fn serve_standalone(args: ServeArgs, dir: PathBuf) -> Result<(), String> {
+async fn serve_standalone(args: ServeArgs, dir: PathBuf) -> Result<(), Error> {
     let file = FileConfig::load(&dir)?;
     let (zones, default_ttl) = zones_and_ttl(&args.zones, args.default_ttl, &file)?;
     let mut config = serve_config(&args, &file, &zones, default_ttl);
@@ -265,7 +266,10 @@ async fn serve_standalone(args: ServeArgs, dir: PathBuf) -> Result<(), String> {
     // silently empty server (unless the last table on disk can be served).
     if let Err(e) = standalone.reload() {
         if config.table_file.is_none() {
-            return Err(format!("{}:\n{e}", dir.display()));
+            return Err(Error::Manifests {
+                dir,
+                source: Box::new(e),
+            });
         }
         tracing::error!("keeping the last good configuration:\n{e}");
     }
@@ -285,13 +289,13 @@ async fn serve_standalone(args: ServeArgs, dir: PathBuf) -> Result<(), String> {
     Ok(())
 }
 
-async fn serve_cluster(args: ServeArgs) -> Result<(), String> {
+async fn serve_cluster(args: ServeArgs) -> Result<(), Error> {
     let file = FileConfig::default();
     let (zones, default_ttl) = zones_and_ttl(&args.zones, args.default_ttl, &file)?;
     let mut config = serve_config(&args, &file, &zones, default_ttl);
-    let client = kube::Client::try_default().await.map_err(|e| {
-        format!("no Kubernetes client ({e}); for a directory of manifests, pass --manifests DIR")
-    })?;
+    let client = kube::Client::try_default()
+        .await
+        .map_err(Error::NoClientForResolver)?;
     let (table_tx, table_rx) = watch::channel(None);
     let mut tasks = vec![tokio::spawn(healthroute_resolver::kube::follow_table(
         client.clone(),
@@ -343,7 +347,7 @@ async fn start(
     tables: watch::Receiver<
         Option<std::sync::Arc<healthroute_table::RoutingTable<healthroute_table::Value>>>,
     >,
-) -> Result<server::Running, String> {
+) -> Result<server::Running, Error> {
     let running = server::start(config, tables).await?;
     for addr in &running.dns_addrs {
         tracing::info!(%addr, "answering DNS (UDP and TCP)");

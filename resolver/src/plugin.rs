@@ -18,6 +18,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use crate::error::Error;
 use healthroute_api::{CHECKER_LABEL, SERVED_GENERATION_ANNOTATION};
 use healthroute_api::{
     HealthCheck, NotAppliedReason, RecordGroup, ShiftState, ZonalShift, parse_expires_in,
@@ -61,8 +62,8 @@ pub enum Output {
     Json,
 }
 
-fn err(what: &str) -> impl Fn(kube::Error) -> String + '_ {
-    move |e| format!("{what}: {e}")
+fn err(what: &'static str) -> impl Fn(kube::Error) -> Error {
+    move |source| Error::Kube { what, source }
 }
 
 /// Left-aligned columns, two spaces apart, as kubectl prints them.
@@ -103,7 +104,7 @@ pub async fn status(
     scope: &Scope,
     table_namespace: &str,
     output: Output,
-) -> Result<String, String> {
+) -> Result<String, Error> {
     let groups = scope
         .api::<RecordGroup>(client)
         .list(&ListParams::default())
@@ -200,7 +201,7 @@ pub async fn status(
 }
 
 /// `checks`: each HealthCheck with every checker's view and the quorum.
-pub async fn checks(client: &Client, scope: &Scope, output: Output) -> Result<String, String> {
+pub async fn checks(client: &Client, scope: &Scope, output: Output) -> Result<String, Error> {
     let list = scope
         .api::<HealthCheck>(client)
         .list(&ListParams::default())
@@ -296,7 +297,7 @@ pub async fn checks(client: &Client, scope: &Scope, output: Output) -> Result<St
 }
 
 /// Everything the compiler reads, as the cluster has it now, for the simulator.
-async fn cluster_manifests(client: &Client, namespace: &str) -> Result<Manifests, String> {
+async fn cluster_manifests(client: &Client, namespace: &str) -> Result<Manifests, Error> {
     let ns = Scope::Namespace(namespace.into());
     let key = |name: String| ObjectKey::new(namespace, name);
     let mut m = Manifests::default();
@@ -352,7 +353,7 @@ pub async fn explain(
     zones: &[String],
     from_zone: Option<String>,
     at: Option<String>,
-) -> Result<String, String> {
+) -> Result<String, Error> {
     let manifests = cluster_manifests(client, namespace).await?;
     let zones = if zones.is_empty() {
         // The served zones are the operator's flags; without them, every group's own zone
@@ -448,7 +449,7 @@ pub async fn shift_start(
     expires_in: &str,
     comment: Option<String>,
     wait: Duration,
-) -> Result<String, String> {
+) -> Result<String, Error> {
     check_expiry(expires_in)?;
     let name = format!(
         "away-from-{}-{}",
@@ -466,7 +467,7 @@ pub async fn shift_start(
         "metadata": {"name": name, "namespace": namespace},
         "spec": {"awayFrom": away_from, "target": target, "expiresIn": expires_in, "comment": comment},
     }))
-    .map_err(|e| format!("cannot build the ZonalShift: {e}"))?;
+    .map_err(Error::BuildShift)?;
     let api = Api::<ZonalShift>::namespaced(client.clone(), namespace);
     api.create(&PostParams::default(), &object)
         .await
@@ -477,19 +478,19 @@ pub async fn shift_start(
     Ok(out)
 }
 
-fn check_expiry(expires_in: &str) -> Result<(), String> {
-    let seconds =
-        parse_expires_in(expires_in).map_err(|e| format!("--expires-in {expires_in}: {e}"))?;
+fn check_expiry(expires_in: &str) -> Result<(), Error> {
+    let seconds = parse_expires_in(expires_in).map_err(|source| Error::ExpiresIn {
+        raw: expires_in.to_owned(),
+        source,
+    })?;
     if !(60..=72 * 3600).contains(&seconds) {
-        return Err(format!(
-            "--expires-in {expires_in}: a shift lasts from 1m to 72h (Z4)"
-        ));
+        return Err(Error::ShiftLength(expires_in.to_owned()));
     }
     Ok(())
 }
 
 /// Waits (at most `wait`) for the operator's status of shift `name`, and says what it does.
-async fn report(api: &Api<ZonalShift>, name: &str, wait: Duration) -> Result<String, String> {
+async fn report(api: &Api<ZonalShift>, name: &str, wait: Duration) -> Result<String, Error> {
     let deadline = tokio::time::Instant::now() + wait;
     loop {
         let shift = api
@@ -541,7 +542,7 @@ pub async fn shift_extend(
     name: &str,
     expires_in: &str,
     wait: Duration,
-) -> Result<String, String> {
+) -> Result<String, Error> {
     check_expiry(expires_in)?;
     let api = Api::<ZonalShift>::namespaced(client.clone(), namespace);
     let shift = api
@@ -554,9 +555,10 @@ pub async fn shift_extend(
             .as_ref()
             .is_some_and(|s| matches!(s.status, Some(ShiftState::Expired | ShiftState::Canceled)))
     {
-        return Err(format!(
-            "zonalshift {namespace}/{name} has ended; start a new one (`kubectl healthroute shift start`)"
-        ));
+        return Err(Error::ShiftEnded {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        });
     }
     api.patch(
         name,
@@ -571,7 +573,7 @@ pub async fn shift_extend(
 }
 
 /// `shift cancel NAME`: ends the shift; the object stays as a record (Z4).
-pub async fn shift_cancel(client: &Client, namespace: &str, name: &str) -> Result<String, String> {
+pub async fn shift_cancel(client: &Client, namespace: &str, name: &str) -> Result<String, Error> {
     let api = Api::<ZonalShift>::namespaced(client.clone(), namespace);
     api.patch(
         name,
@@ -586,7 +588,7 @@ pub async fn shift_cancel(client: &Client, namespace: &str, name: &str) -> Resul
 }
 
 /// `shift list`: every shift, its state and what it applies to.
-pub async fn shift_list(client: &Client, scope: &Scope, output: Output) -> Result<String, String> {
+pub async fn shift_list(client: &Client, scope: &Scope, output: Output) -> Result<String, Error> {
     let list = scope
         .api::<ZonalShift>(client)
         .list(&ListParams::default())

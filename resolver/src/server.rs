@@ -21,6 +21,7 @@ use healthroute_admin::endpoint::Admin;
 use healthroute_admin::metrics::Registry;
 use healthroute_checker::CheckerCollector;
 
+use crate::error::Error;
 use crate::handler::{DnsHandler, Forwarder, Shared};
 use crate::metrics::Metrics;
 use crate::metrics::ServingCollector;
@@ -107,7 +108,7 @@ impl Running {
 pub async fn start(
     config: ServeConfig,
     mut tables: watch::Receiver<Option<Arc<RoutingTable<Value>>>>,
-) -> Result<Running, String> {
+) -> Result<Running, Error> {
     let zone_names: Vec<String> = config.zones.iter().map(|z| z.apex.clone()).collect();
     let shared = Arc::new(Shared {
         table: ArcSwapOption::empty(),
@@ -153,17 +154,21 @@ pub async fn start(
     // part of its traffic (a stale resolver, say). A plain bind of every address first, before
     // any of ours, fails if anyone holds one.
     for addr in config.listen.iter().filter(|a| a.port() != 0) {
-        udp_socket(*addr, false).map_err(|e| {
-            format!("cannot listen on UDP {addr}: {e} (is another server running?)")
+        udp_socket(*addr, false).map_err(|source| Error::PortTaken {
+            addr: *addr,
+            source,
         })?;
     }
     for addr in &config.listen {
         let mut bound = *addr;
         for i in 0..config.udp_sockets.max(1) {
-            let socket = udp_socket(bound, true)
-                .map_err(|e| format!("cannot listen on UDP {bound}: {e}"))?;
+            let socket = udp_socket(bound, true).map_err(|source| Error::Listen {
+                what: "UDP",
+                addr: bound,
+                source,
+            })?;
             if i == 0 {
-                bound = socket.local_addr().map_err(|e| e.to_string())?;
+                bound = socket.local_addr()?;
             }
             // UDP is ours (fast path first, the handler for the rest); TCP is hickory's.
             let handler = DnsHandler {
@@ -181,10 +186,14 @@ pub async fn start(
                         }
                         crate::udp::serve(socket, handler, runtime, stop)
                     })
-                    .map_err(|e| format!("cannot start a UDP thread: {e}"))?,
+                    .map_err(Error::Thread)?,
             );
         }
-        let tcp = tcp_listener(bound).map_err(|e| format!("cannot listen on TCP {bound}: {e}"))?;
+        let tcp = tcp_listener(bound).map_err(|source| Error::Listen {
+            what: "TCP",
+            addr: bound,
+            source,
+        })?;
         server.register_listener(tcp, Duration::from_secs(10), 65_535);
         dns_addrs.push(bound);
     }
@@ -230,8 +239,12 @@ pub async fn start(
         Some(addr) => {
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
-                .map_err(|e| format!("cannot listen on admin {addr}: {e}"))?;
-            let local = listener.local_addr().map_err(|e| e.to_string())?;
+                .map_err(|source| Error::Listen {
+                    what: "admin",
+                    addr,
+                    source,
+                })?;
+            let local = listener.local_addr()?;
             let mut registry = Registry::default();
             registry.register_collector(Box::new(ServingCollector(shared.clone())));
             if let Some((name, metrics)) = &shared.checker {
@@ -345,39 +358,37 @@ fn udp_socket(addr: SocketAddr, reuse_port: bool) -> std::io::Result<std::net::U
 }
 
 /// The last table, as JSON (P2). A missing file is `None`.
-pub fn read_table_file(path: &std::path::Path) -> Result<Option<RoutingTable<Value>>, String> {
+pub fn read_table_file(path: &std::path::Path) -> Result<Option<RoutingTable<Value>>, Error> {
     match std::fs::read(path) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| e.to_string()),
+        Ok(bytes) => Ok(Some(serde_json::from_slice(&bytes)?)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(e.into()),
     }
 }
 
 /// Writes the table next to `path` and renames it into place, so a crash never leaves half a
 /// file.
-pub fn write_table_file(path: &std::path::Path, table: &RoutingTable<Value>) -> Result<(), String> {
+pub fn write_table_file(path: &std::path::Path, table: &RoutingTable<Value>) -> Result<(), Error> {
     use std::io::Write;
     let tmp = path.with_extension("tmp");
     // Streamed through a small buffer: the whole table as one string would be a transient as
     // large as the table, and the heap keeps what a transient leaves behind.
-    let file = std::fs::File::create(&tmp).map_err(|e| e.to_string())?;
+    let file = std::fs::File::create(&tmp)?;
     let mut out = std::io::BufWriter::new(file);
-    serde_json::to_writer(&mut out, table).map_err(|e| e.to_string())?;
-    out.flush().map_err(|e| e.to_string())?;
+    serde_json::to_writer(&mut out, table)?;
+    out.flush()?;
     drop(out);
-    std::fs::rename(&tmp, path).map_err(|e| e.to_string())
+    Ok(std::fs::rename(&tmp, path)?)
 }
 
 impl healthroute_admin::endpoint::Readiness for Shared {
-    fn ready(&self) -> Result<(), String> {
+    fn not_ready(&self) -> Option<String> {
         if self.draining.load(std::sync::atomic::Ordering::Relaxed) {
-            return Err("shutting down: still answering while traffic moves away".into());
+            return Some("shutting down: still answering while traffic moves away".into());
         }
         match self.table.load_full() {
-            Some(_) => Ok(()),
-            None => Err("no routing table yet".into()),
+            Some(_) => None,
+            None => Some("no routing table yet".into()),
         }
     }
 }

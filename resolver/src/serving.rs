@@ -23,6 +23,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
+use crate::error::Error;
 use healthroute_table::{
     CompiledGroup, RecordType as TableType, ResolvedValues, RoutingTable, Selection, Value,
     resolve_with,
@@ -260,7 +261,7 @@ impl ServingTable {
         zones: &[ZoneConfig],
         local_zone: Option<&str>,
         counters: &AnswerCounters,
-    ) -> Result<ServingTable, String> {
+    ) -> Result<ServingTable, Error> {
         let serial = (table.generation % u64::from(u32::MAX)) as u32;
         let mut served = Vec::with_capacity(zones.len());
         for z in zones {
@@ -489,7 +490,7 @@ impl ServingTable {
     }
 }
 
-fn served_zone(z: &ZoneConfig, serial: u32) -> Result<ServedZone, String> {
+fn served_zone(z: &ZoneConfig, serial: u32) -> Result<ServedZone, Error> {
     let apex = wire_name(&normalize(&z.apex)?);
     let mname = match z.nameservers.first() {
         Some(n) => normalize(n)?,
@@ -524,8 +525,8 @@ fn served_zone(z: &ZoneConfig, serial: u32) -> Result<ServedZone, String> {
     })
 }
 
-fn normalize(raw: &str) -> Result<String, String> {
-    healthroute_table::normalize_name(raw)
+fn normalize(raw: &str) -> Result<String, Error> {
+    Ok(healthroute_table::normalize_name(raw)?)
 }
 
 fn wire_type(t: TableType) -> u16 {

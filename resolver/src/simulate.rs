@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 use std::net::IpAddr;
 use std::path::PathBuf;
 
+use crate::error::Error;
 use healthroute_api::CheckType;
 use healthroute_compiler::manifests::Manifests;
 use healthroute_compiler::shift::targets;
@@ -74,10 +75,10 @@ pub struct SimulateArgs {
 }
 
 /// Runs the simulation and returns what it prints.
-pub fn run(args: &SimulateArgs) -> Result<String, String> {
+pub fn run(args: &SimulateArgs) -> Result<String, Error> {
     let file = FileConfig::load(&args.manifests)?;
     let (zones, ttl) = zones_and_ttl(&args.zones, args.default_ttl, &file)?;
-    let manifests = Manifests::load_dir(&args.manifests).map_err(|e| e.to_string())?;
+    let manifests = Manifests::load_dir(&args.manifests)?;
     run_on(args, zones, ttl, manifests, file.zone_name.clone())
 }
 
@@ -88,11 +89,12 @@ pub fn run_on(
     ttl: u32,
     mut manifests: Manifests,
     default_from_zone: Option<String>,
-) -> Result<String, String> {
+) -> Result<String, Error> {
     let now = match &args.now {
-        Some(raw) => raw
-            .parse::<Timestamp>()
-            .map_err(|e| format!("--now {raw:?}: {e} (use RFC 3339, e.g. 2026-01-02T15:04:05Z)"))?,
+        Some(raw) => raw.parse::<Timestamp>().map_err(|source| Error::Now {
+            raw: raw.clone(),
+            source,
+        })?,
         None => Timestamp::now(),
     };
     let rtype: RecordType = args.record_type.parse()?;
@@ -108,9 +110,7 @@ pub fn run_on(
             }
         }
         if !found {
-            return Err(format!(
-                "--not-ready {ip}: no EndpointSlice in the directory has this address"
-            ));
+            return Err(Error::NoSuchEndpoint(ip.to_string()));
         }
     }
     let mut compiler = Compiler::new(zones.clone(), ttl).explaining();
@@ -123,15 +123,14 @@ pub fn run_on(
             .cloned()
             .collect();
         if keys.is_empty() {
-            return Err(format!(
-                "--unhealthy {wanted}: no HealthCheck of that name in the directory"
-            ));
+            return Err(Error::NoSuchCheck {
+                flag: "--unhealthy",
+                name: wanted.clone(),
+            });
         }
         for key in keys {
             if manifests.checks[&key].spec.check_type == CheckType::Calculated {
-                return Err(format!(
-                    "--unhealthy {wanted}: a calculated check's status comes from its children; mark those unhealthy"
-                ));
+                return Err(Error::CalculatedUnhealthy(wanted.clone()));
             }
             compiler.set_check_view(
                 &key,
@@ -147,7 +146,7 @@ pub fn run_on(
     for wanted in &args.alarm {
         let (name, state) = wanted
             .split_once('=')
-            .ok_or_else(|| format!("--alarm {wanted}: write NAME=ok, NAME=alarm or NAME=nodata"))?;
+            .ok_or_else(|| Error::AlarmForm(wanted.clone()))?;
         let keys: Vec<ObjectKey> = manifests
             .checks
             .keys()
@@ -155,9 +154,10 @@ pub fn run_on(
             .cloned()
             .collect();
         if keys.is_empty() {
-            return Err(format!(
-                "--alarm {wanted}: no HealthCheck of that name in the directory"
-            ));
+            return Err(Error::NoSuchCheck {
+                flag: "--alarm",
+                name: wanted.clone(),
+            });
         }
         for key in keys {
             let spec = &manifests.checks[&key].spec;
@@ -166,7 +166,10 @@ pub fn run_on(
                 .as_ref()
                 .filter(|_| spec.check_type == CheckType::Metric)
             else {
-                return Err(format!("--alarm {wanted}: {key} is not a Metric check"));
+                return Err(Error::NotMetric {
+                    wanted: wanted.clone(),
+                    check: key.to_string(),
+                });
             };
             use healthroute_api::InsufficientDataHealthStatus as Nodata;
             let healthy = match state.to_ascii_lowercase().as_str() {
@@ -179,9 +182,10 @@ pub fn run_on(
                     Nodata::LastKnownStatus => None,
                 },
                 other => {
-                    return Err(format!(
-                        "--alarm {wanted}: {other:?} is not ok, alarm or nodata"
-                    ));
+                    return Err(Error::AlarmState {
+                        wanted: wanted.clone(),
+                        state: other.to_owned(),
+                    });
                 }
             };
             if let Some(healthy) = healthy {
@@ -291,9 +295,7 @@ pub fn run_on(
     };
     let mut steps = chain.iter();
     let Some(head) = steps.next() else {
-        return Err(format!(
-            "the table for {name} is inconsistent (alias chain broken)"
-        ));
+        return Err(Error::Inconsistent(name));
     };
     let key_text = head.group.wire.key.to_string();
     let policy = |key: &str| {

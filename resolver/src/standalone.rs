@@ -12,6 +12,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use healthroute_checker::CheckerEvent;
+
+use crate::error::Error;
 use healthroute_compiler::manifests::{AppliedKeys, Manifests};
 use healthroute_compiler::{Compiler, ServedZones};
 use healthroute_table::{RoutingTable, Value};
@@ -76,13 +78,13 @@ impl Standalone {
 
     /// Loads the directory if it changed. Returns an error (and changes nothing) when a
     /// manifest is bad.
-    pub fn reload(&mut self) -> Result<bool, String> {
+    pub fn reload(&mut self) -> Result<bool, Error> {
         let fp = fingerprint(&self.dir);
         if fp == self.fingerprint && self.applied.is_some() {
             return Ok(false);
         }
         self.fingerprint = fp;
-        let manifests = Manifests::load_dir(&self.dir).map_err(|e| e.to_string())?;
+        let manifests = Manifests::load_dir(&self.dir)?;
         for w in &manifests.warnings {
             tracing::warn!("{w}");
         }

@@ -6,6 +6,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use healthroute_resolver::error::Error;
 use healthroute_resolver::plugin::{self, Output, Scope, ShiftTarget};
 use http::{Request, Response};
 use kube::Client;
@@ -181,7 +182,7 @@ fn shop() -> Scope {
 /// Every command's output, as the user guide shows it.
 async fn transcript(client: &Client) -> String {
     let mut out = String::new();
-    let mut run = |cmd: &str, text: Result<String, String>| {
+    let mut run = |cmd: &str, text: Result<String, Error>| {
         out.push_str(&format!("$ kubectl healthroute {cmd}\n"));
         out.push_str(&text.unwrap_or_else(|e| format!("error: {e}\n")));
     };
@@ -299,7 +300,7 @@ async fn every_command_reads_right_and_the_guide_shows_it() {
     )
     .await
     .expect_err("5d is refused before anything is sent");
-    assert!(bad.contains("5d"), "{bad}");
+    assert!(bad.to_string().contains("5d"), "{bad}");
     assert_eq!(state.lock().expect("state").writes.len(), 1);
 
     let name = created["metadata"]["name"]
@@ -320,7 +321,7 @@ async fn every_command_reads_right_and_the_guide_shows_it() {
     let ended = plugin::shift_extend(&client, "shop", &name, "1h", Duration::ZERO)
         .await
         .expect_err("ended");
-    assert!(ended.contains("has ended"), "{ended}");
+    assert!(ended.to_string().contains("has ended"), "{ended}");
 
     // The user guide's transcript is what the commands print.
     let (client, _) = stand_in();

@@ -14,9 +14,10 @@ use tokio::net::TcpListener;
 
 use crate::metrics::{self, Registry};
 
-/// Whether the process is ready to serve (a table loaded, caches synced...), or why not.
+/// Whether the process is ready to serve (a table loaded, caches synced...).
 pub trait Readiness: Send + Sync + 'static {
-    fn ready(&self) -> Result<(), String>;
+    /// Why it is not ready, in words for whoever reads `/readyz`; `None` when it is.
+    fn not_ready(&self) -> Option<String>;
 }
 
 /// What the endpoint serves: the process's metrics and its readiness.
@@ -33,9 +34,9 @@ fn answer(admin: &Admin, request: &Request<Incoming>) -> Response<Full<Bytes>> {
             metrics::encode(&admin.registry),
         ),
         "/livez" => (StatusCode::OK, "text/plain", "ok\n".to_owned()),
-        "/readyz" => match admin.readiness.ready() {
-            Ok(()) => (StatusCode::OK, "text/plain", "ready\n".to_owned()),
-            Err(why) => (
+        "/readyz" => match admin.readiness.not_ready() {
+            None => (StatusCode::OK, "text/plain", "ready\n".to_owned()),
+            Some(why) => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "text/plain",
                 format!("{why}\n"),
@@ -88,8 +89,8 @@ mod tests {
 
     struct Ready;
     impl Readiness for Ready {
-        fn ready(&self) -> Result<(), String> {
-            Ok(())
+        fn not_ready(&self) -> Option<String> {
+            None
         }
     }
 

@@ -11,3 +11,10 @@ pub mod endpoint;
 pub mod lifecycle;
 pub mod metrics;
 pub mod retry;
+
+/// What can fail in running a binary.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot start the runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+}

@@ -16,11 +16,11 @@ pub fn init_logging(default_filter: &str, json: bool) {
 }
 
 /// The multi-threaded runtime both binaries run on.
-pub fn runtime() -> Result<tokio::runtime::Runtime, String> {
+pub fn runtime() -> Result<tokio::runtime::Runtime, crate::Error> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(|e| format!("cannot start the runtime: {e}"))
+        .map_err(crate::Error::Runtime)
 }
 
 /// Returns on SIGTERM or Ctrl-C.

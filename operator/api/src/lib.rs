@@ -702,8 +702,21 @@ pub enum NotAppliedReason {
     NoHealthyCapacityElsewhere,
 }
 
+/// What is wrong with a value of this API that its schema alone does not catch.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    #[error(
+        "{0:?}: write a duration as hours, minutes and seconds in that order, as in 2h, 30m or 1h30m"
+    )]
+    DurationForm(String),
+    #[error("{raw:?}: not a duration: {reason}")]
+    NotADuration { raw: String, reason: String },
+    #[error("{0:?}: expiresIn is from 1m to 72h")]
+    ExpiresInRange(String),
+}
+
 /// Parses `expiresIn` ("90s", "30m", "2h", "1h30m") into seconds.
-pub fn parse_expires_in(raw: &str) -> Result<u64, String> {
+pub fn parse_expires_in(raw: &str) -> Result<u64, Error> {
     // The CRD's rule (`^([0-9]+h)?([0-9]+m)?([0-9]+s)?$`, units once each, largest first),
     // then jiff reads the span: "30m2h" or "1h1h" are refused here as by the API server.
     let well_formed = !raw.is_empty()
@@ -720,18 +733,16 @@ pub fn parse_expires_in(raw: &str) -> Result<u64, String> {
             })
             .is_some();
     if !well_formed {
-        return Err(format!(
-            "{raw:?}: write a duration as hours, minutes and seconds in that order, as in 2h, 30m or 1h30m"
-        ));
+        return Err(Error::DurationForm(raw.to_owned()));
     }
-    let span: jiff::Span = raw
-        .parse()
-        .map_err(|e| format!("{raw:?}: not a duration: {e}"))?;
-    let total = span
-        .total(jiff::Unit::Second)
-        .map_err(|e| format!("{raw:?}: {e}"))?;
+    let not_a_duration = |e: jiff::Error| Error::NotADuration {
+        raw: raw.to_owned(),
+        reason: e.to_string(),
+    };
+    let span: jiff::Span = raw.parse().map_err(not_a_duration)?;
+    let total = span.total(jiff::Unit::Second).map_err(not_a_duration)?;
     if !(60.0..=f64::from(72 * 3600)).contains(&total) {
-        return Err(format!("{raw:?}: expiresIn is from 1m to 72h"));
+        return Err(Error::ExpiresInRange(raw.to_owned()));
     }
     Ok(total as u64)
 }

@@ -11,6 +11,7 @@
 //! waits on its own target (bounded by its timeouts), so a hung target delays no other check;
 //! a per-target semaphore bounds how many probes hit one address at once.
 
+mod error;
 pub mod fuzzing;
 pub mod metric;
 pub mod policy;
@@ -34,6 +35,7 @@ use healthroute_api::{
 use healthroute_compiler::{CheckerView, ObjectKey};
 use metric::{Credentials, Endpoint, Evaluation};
 
+pub use error::{Error, UrlProblem};
 pub use policy::{Cidr, TargetPolicy};
 pub use probe::{Observation, ProbeSpec, probe};
 
@@ -207,7 +209,7 @@ struct Running {
 /// What a Metric check's credentials resolve to, looked up at each evaluation (a Secret in a
 /// cluster, files in standalone mode), so that a rotated token is used at once.
 pub type CredentialFuture =
-    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Credentials, String>> + Send>>;
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Credentials, Error>> + Send>>;
 /// Looks up the credentials of one check's Prometheus source.
 pub type CredentialSource =
     Arc<dyn Fn(&ObjectKey, &PrometheusSource) -> CredentialFuture + Send + Sync>;
@@ -510,9 +512,9 @@ impl CheckTask {
             }
             let started = std::time::Instant::now();
             let evaluation = match (credentials)(&self.key, &metric.prometheus).await {
-                Err(why) => Evaluation::NoData(why),
+                Err(why) => Evaluation::NoData(why.to_string()),
                 Ok(creds) => match Endpoint::parse(&metric.prometheus.url, creds) {
-                    Err(why) => Evaluation::NoData(why),
+                    Err(why) => Evaluation::NoData(why.to_string()),
                     Ok(endpoint) => {
                         metric::evaluate(
                             &endpoint,

@@ -22,7 +22,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
 use super::policy::TargetPolicy;
-use healthroute_compiler::health::DENIED_BY_POLICY;
+use crate::error::{Error, UrlProblem};
 
 /// The largest response body read; a query result larger than this is insufficient data.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -96,12 +96,12 @@ impl Credentials {
     pub fn from_bytes(
         token: Option<Vec<u8>>,
         ca_pem: Option<Vec<u8>>,
-    ) -> Result<Credentials, String> {
+    ) -> Result<Credentials, Error> {
         let bearer_token = token
             .map(|bytes| {
                 String::from_utf8(bytes)
                     .map(|t| t.trim().to_owned())
-                    .map_err(|_| "the bearer token is not UTF-8".to_owned())
+                    .map_err(|_| Error::TokenNotUtf8)
             })
             .transpose()?;
         Ok(Credentials {
@@ -113,39 +113,41 @@ impl Credentials {
 
 impl Endpoint {
     /// Parses `http(s)://host[:port][/path]`; the API schema allows nothing else.
-    pub fn parse(url: &str, credentials: Credentials) -> Result<Endpoint, String> {
+    pub fn parse(url: &str, credentials: Credentials) -> Result<Endpoint, Error> {
+        let bad = |problem| Error::Url {
+            url: url.to_owned(),
+            problem,
+        };
         let (tls, rest) = if let Some(r) = url.strip_prefix("https://") {
             (true, r)
         } else if let Some(r) = url.strip_prefix("http://") {
             (false, r)
         } else {
-            return Err(format!("{url:?} is not an http:// or https:// URL"));
+            return Err(bad(UrlProblem::Scheme));
         };
         let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
         if authority.is_empty() || authority.contains('@') {
-            return Err(format!("{url:?} has no host, or carries credentials"));
+            return Err(bad(UrlProblem::Authority));
         }
         if path.contains(['?', '#']) || path.bytes().any(|b| b <= b' ' || b == 0x7f) {
-            return Err(format!(
-                "{url:?}: the path may not hold a query, a fragment, a space or a control character"
-            ));
+            return Err(bad(UrlProblem::Path));
         }
         let default_port = if tls { 443 } else { 80 };
         let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
             let (h, after) = v6
                 .split_once(']')
-                .ok_or_else(|| format!("{url:?}: unclosed [ in the host"))?;
+                .ok_or_else(|| bad(UrlProblem::Unclosed))?;
             let port = match after.strip_prefix(':') {
-                Some(p) => p.parse().map_err(|_| format!("{url:?}: bad port {p:?}"))?,
+                Some(p) => p.parse().map_err(|_| bad(UrlProblem::Port(p.to_owned())))?,
                 None if after.is_empty() => default_port,
-                None => return Err(format!("{url:?}: junk after the host")),
+                None => return Err(bad(UrlProblem::Junk)),
             };
             (h.to_owned(), port)
         } else {
             match authority.rsplit_once(':') {
                 Some((h, p)) => (
                     h.to_owned(),
-                    p.parse().map_err(|_| format!("{url:?}: bad port {p:?}"))?,
+                    p.parse().map_err(|_| bad(UrlProblem::Port(p.to_owned())))?,
                 ),
                 None => (authority.to_owned(), default_port),
             }
@@ -155,7 +157,7 @@ impl Endpoint {
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b".-_:".contains(&b))
         {
-            return Err(format!("{url:?}: {host:?} is not a host name or address"));
+            return Err(bad(UrlProblem::Host(host)));
         }
         Ok(Endpoint {
             tls,
@@ -204,7 +206,7 @@ pub async fn evaluate(
 ) -> Evaluation {
     match try_evaluate(endpoint, query, connect_timeout, timeout, policy).await {
         Ok(e) => e,
-        Err(why) => Evaluation::NoData(why),
+        Err(why) => Evaluation::NoData(why.to_string()),
     }
 }
 
@@ -214,7 +216,7 @@ async fn try_evaluate(
     connect_timeout: Duration,
     timeout: Duration,
     policy: &TargetPolicy,
-) -> Result<Evaluation, String> {
+) -> Result<Evaluation, Error> {
     let ip: IpAddr = match endpoint.host.parse::<IpAddr>() {
         Ok(ip) => ip,
         Err(_) => {
@@ -223,27 +225,40 @@ async fn try_evaluate(
                 tokio::net::lookup_host((endpoint.host.as_str(), endpoint.port)),
             )
             .await
-            .map_err(|_| format!("resolving {} timed out", endpoint.host))?
-            .map_err(|e| format!("cannot resolve {}: {e}", endpoint.host))?;
+            .map_err(|_| Error::ResolveTimeout {
+                host: endpoint.host.clone(),
+            })?
+            .map_err(|source| Error::Resolve {
+                host: endpoint.host.clone(),
+                source,
+            })?;
             found
                 .map(|a| a.ip())
                 .next()
-                .ok_or_else(|| format!("{} resolves to no address", endpoint.host))?
+                .ok_or_else(|| Error::NoAddress {
+                    host: endpoint.host.clone(),
+                })?
         }
     };
     if let Some(rule) = policy.denies(ip) {
-        return Err(format!(
-            "Prometheus at {ip} rejected: {DENIED_BY_POLICY} ({rule})"
-        ));
+        return Err(Error::Denied {
+            what: "Prometheus at",
+            ip,
+            rule: rule.to_string(),
+        });
     }
     let addr = SocketAddr::new(ip, endpoint.port);
+    let at = |e: Error| Error::AtPrometheus {
+        addr,
+        source: Box::new(e),
+    };
     let tcp = match tokio::time::timeout(connect_timeout, TcpStream::connect(addr)).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
-            return Err(format!("Prometheus at {addr}: connect refused"));
+            return Err(at(Error::ConnectRefused));
         }
-        Ok(Err(e)) => return Err(format!("Prometheus at {addr}: connect failed: {e}")),
-        Err(_) => return Err(format!("Prometheus at {addr}: connect timeout")),
+        Ok(Err(e)) => return Err(at(Error::Connect(e))),
+        Err(_) => return Err(at(Error::ConnectTimeout(connect_timeout))),
     };
     let _ = tcp.set_nodelay(true);
     let path = format!(
@@ -254,12 +269,16 @@ async fn try_evaluate(
     let exchange = async {
         if endpoint.tls {
             let config = tls_config(&endpoint.credentials)?;
-            let name = ServerName::try_from(endpoint.host.clone())
-                .map_err(|e| format!("{}: {e}", endpoint.host))?;
+            let name = ServerName::try_from(endpoint.host.clone()).map_err(|source| {
+                Error::ServerName {
+                    host: endpoint.host.clone(),
+                    source,
+                }
+            })?;
             let tls = tokio_rustls::TlsConnector::from(config)
                 .connect(name, tcp)
                 .await
-                .map_err(|e| format!("TLS with {addr} failed: {e}"))?;
+                .map_err(|e| at(Error::Tls(e)))?;
             get(tls, endpoint, &path).await
         } else {
             get(tcp, endpoint, &path).await
@@ -267,30 +286,25 @@ async fn try_evaluate(
     };
     let (status, body) = tokio::time::timeout(timeout, exchange)
         .await
-        .map_err(|_| format!("no answer from Prometheus within {} s", timeout.as_secs()))??;
+        .map_err(|_| Error::PrometheusTimeout(timeout))??;
     interpret(status, &body)
 }
 
 /// The client side of TLS: the check's CA bundle and nothing else; no CA, no https.
-fn tls_config(credentials: &Credentials) -> Result<Arc<rustls::ClientConfig>, String> {
-    let pem = credentials.ca_pem.as_deref().ok_or_else(|| {
-        "an https Prometheus URL needs a CA bundle (caSecretRef, or caFile in standalone mode)"
-            .to_owned()
-    })?;
+fn tls_config(credentials: &Credentials) -> Result<Arc<rustls::ClientConfig>, Error> {
+    let pem = credentials.ca_pem.as_deref().ok_or(Error::NeedsCa)?;
     let mut roots = rustls::RootCertStore::empty();
     for cert in CertificateDer::pem_slice_iter(pem) {
-        let cert = cert.map_err(|e| format!("the CA bundle is not PEM: {e}"))?;
-        roots
-            .add(cert)
-            .map_err(|e| format!("the CA bundle holds a bad certificate: {e}"))?;
+        let cert = cert.map_err(Error::CaNotPem)?;
+        roots.add(cert).map_err(Error::BadCa)?;
     }
     if roots.is_empty() {
-        return Err("the CA bundle holds no certificate".into());
+        return Err(Error::EmptyCa);
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
+        .map_err(Error::TlsSetup)?
         .with_root_certificates(roots)
         .with_no_client_auth();
     Ok(Arc::new(config))
@@ -300,10 +314,10 @@ async fn get<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     stream: S,
     endpoint: &Endpoint,
     path: &str,
-) -> Result<(u16, Bytes), String> {
+) -> Result<(u16, Bytes), Error> {
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
-        .map_err(|e| format!("HTTP handshake failed: {e}"))?;
+        .map_err(Error::Handshake)?;
     let connection = tokio::spawn(connection);
     let mut request = http::Request::get(path)
         .header(http::header::HOST, endpoint.authority())
@@ -311,23 +325,20 @@ async fn get<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
         .header(http::header::USER_AGENT, "healthroute-metric-check");
     if let Some(token) = &endpoint.credentials.bearer_token {
         let mut value = http::HeaderValue::from_str(&format!("Bearer {}", token.trim()))
-            .map_err(|_| "the bearer token holds bytes a header cannot carry".to_owned())?;
+            .map_err(|_| Error::TokenNotAHeader)?;
         value.set_sensitive(true);
         request = request.header(http::header::AUTHORIZATION, value);
     }
     let request = request
         .body(Empty::<Bytes>::new())
-        .map_err(|e| format!("cannot build the request: {e}"))?;
+        .map_err(Error::BuildRequest)?;
     let result = async {
-        let response = sender
-            .send_request(request)
-            .await
-            .map_err(|e| format!("the request failed: {e}"))?;
+        let response = sender.send_request(request).await.map_err(Error::Request)?;
         let status = response.status().as_u16();
         let body = Limited::new(response.into_body(), MAX_BODY_BYTES)
             .collect()
             .await
-            .map_err(|e| format!("reading the answer failed: {e}"))?
+            .map_err(Error::ReadAnswer)?
             .to_bytes();
         Ok((status, body))
     }
@@ -337,9 +348,9 @@ async fn get<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
 }
 
 /// Reads the Prometheus API's answer (its JSON envelope): a vector's samples, or why not.
-fn interpret(status: u16, body: &[u8]) -> Result<Evaluation, String> {
-    let json: Json = serde_json::from_slice(body)
-        .map_err(|_| format!("status {status}: the answer is not Prometheus API JSON"))?;
+fn interpret(status: u16, body: &[u8]) -> Result<Evaluation, Error> {
+    let json: Json =
+        serde_json::from_slice(body).map_err(|_| Error::NotPrometheusJson { status })?;
     if json.get("status").and_then(Json::as_str) != Some("success") {
         let kind = json
             .get("errorType")
@@ -349,22 +360,24 @@ fn interpret(status: u16, body: &[u8]) -> Result<Evaluation, String> {
             .get("error")
             .and_then(Json::as_str)
             .unwrap_or("no error given");
-        return Err(format!("status {status}: {kind}: {}", truncate(error, 200)));
+        return Err(Error::PrometheusError {
+            status,
+            kind: kind.to_owned(),
+            error: truncate(error, 200),
+        });
     }
-    let data = json.get("data").ok_or("the answer has no data")?;
+    let data = json.get("data").ok_or(Error::AnswerLacks("data"))?;
     match data.get("resultType").and_then(Json::as_str) {
         Some("vector") => {}
         Some(other) => {
-            return Err(format!(
-                "the query returns a {other}, not an instant vector: write it as an alert expression"
-            ));
+            return Err(Error::NotAVector(other.to_owned()));
         }
-        None => return Err("the answer has no resultType".into()),
+        None => return Err(Error::AnswerLacks("resultType")),
     }
     let result = data
         .get("result")
         .and_then(Json::as_array)
-        .ok_or("the answer has no result")?;
+        .ok_or(Error::AnswerLacks("result"))?;
     match result.first() {
         None => Ok(Evaluation::Ok),
         Some(first) => Ok(Evaluation::Alarm {
@@ -396,10 +409,7 @@ pub fn file_credentials(base: std::path::PathBuf) -> super::CredentialSource {
         let source = source.clone();
         Box::pin(async move {
             if source.bearer_token_secret_ref.is_some() || source.ca_secret_ref.is_some() {
-                return Err(
-                    "bearerTokenSecretRef and caSecretRef need a cluster: use bearerTokenFile and caFile in standalone mode"
-                        .into(),
-                );
+                return Err(Error::SecretRefsNeedCluster);
             }
             let read = |name: Option<String>| {
                 let base = base.clone();
@@ -411,7 +421,7 @@ pub fn file_credentials(base: std::path::PathBuf) -> super::CredentialSource {
                             tokio::fs::read(&path)
                                 .await
                                 .map(Some)
-                                .map_err(|e| format!("cannot read {}: {e}", path.display()))
+                                .map_err(|source| Error::ReadFile { path, source })
                         }
                     }
                 }
@@ -427,7 +437,7 @@ pub fn file_credentials(base: std::path::PathBuf) -> super::CredentialSource {
 mod tests {
     use super::*;
 
-    fn ep(url: &str) -> Result<Endpoint, String> {
+    fn ep(url: &str) -> Result<Endpoint, Error> {
         Endpoint::parse(url, Credentials::default())
     }
 
@@ -470,14 +480,18 @@ mod tests {
         let vector = |result: &str| {
             format!(r#"{{"status":"success","data":{{"resultType":"vector","result":{result}}}}}"#)
         };
-        assert_eq!(interpret(200, vector("[]").as_bytes()), Ok(Evaluation::Ok));
+        assert_eq!(
+            interpret(200, vector("[]").as_bytes()).ok(),
+            Some(Evaluation::Ok)
+        );
         assert_eq!(
             interpret(
                 200,
                 vector(r#"[{"metric":{},"value":[1,"0.07"]},{"metric":{},"value":[1,"1"]}]"#)
                     .as_bytes()
-            ),
-            Ok(Evaluation::Alarm {
+            )
+            .ok(),
+            Some(Evaluation::Alarm {
                 samples: 2,
                 first: "0.07".into()
             })
@@ -487,13 +501,13 @@ mod tests {
             br#"{"status":"error","errorType":"bad_data","error":"parse error at char 3"}"#,
         )
         .expect_err("an error");
-        assert!(err.contains("bad_data: parse error"), "{err}");
+        assert!(err.to_string().contains("bad_data: parse error"), "{err}");
         let err = interpret(
             200,
             br#"{"status":"success","data":{"resultType":"scalar","result":[1,"2"]}}"#,
         )
         .expect_err("a scalar");
-        assert!(err.contains("not an instant vector"), "{err}");
+        assert!(err.to_string().contains("not an instant vector"), "{err}");
         assert!(interpret(502, b"<html>bad gateway</html>").is_err());
     }
 

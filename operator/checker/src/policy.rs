@@ -22,18 +22,18 @@ impl Cidr {
 }
 
 impl FromStr for Cidr {
-    type Err = String;
+    type Err = crate::Error;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         if s.contains('/') {
-            let net: ipnet::IpNet = s.parse().map_err(|_| {
-                format!(
-                    "{s:?}: not a CIDR (an address, a slash and a prefix length, as in 10.0.0.0/8)"
-                )
-            })?;
+            let net: ipnet::IpNet = s
+                .parse()
+                .map_err(|_| crate::Error::NotACidr(s.to_owned()))?;
             // As written: 10.1.2.3/8 is the network 10.0.0.0/8.
             Ok(Cidr(net.trunc()))
         } else {
-            let addr: IpAddr = s.parse().map_err(|_| format!("{s:?}: not an IP address"))?;
+            let addr: IpAddr = s
+                .parse()
+                .map_err(|_| crate::Error::NotAnAddress(s.to_owned()))?;
             Ok(Cidr(ipnet::IpNet::from(addr)))
         }
     }

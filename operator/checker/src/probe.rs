@@ -18,6 +18,7 @@ use tokio::net::TcpStream;
 use healthroute_api::{CheckType, HealthCheckSpec};
 
 use super::policy::TargetPolicy;
+use crate::error::Error;
 
 /// How many body bytes a search string may be found in (H3).
 pub const SEARCH_WINDOW: usize = 5120;
@@ -82,21 +83,12 @@ pub struct Observation {
     pub rejected: bool,
 }
 
-fn fail(start: Instant, reason: impl Into<String>) -> Observation {
+fn fail(start: Instant, why: Error) -> Observation {
     Observation {
         healthy: false,
         latency: start.elapsed(),
-        reason: reason.into(),
+        reason: why.to_string(),
         rejected: false,
-    }
-}
-
-fn secs(d: Duration) -> String {
-    let s = d.as_secs_f64();
-    if s.fract() == 0.0 {
-        format!("{s:.0} s")
-    } else {
-        format!("{s:.1} s")
     }
 }
 
@@ -105,10 +97,10 @@ pub use healthroute_compiler::health::DENIED_BY_POLICY;
 /// Why `text`, written by a user into a request line or a header, cannot be sent: a control
 /// character or a space would end the line early and let the rest become headers or a second
 /// request (H12).
-pub fn unsafe_in_request(what: &str, text: &str) -> Option<String> {
-    text.bytes().position(|b| b <= b' ' || b == 0x7f).map(|at| {
-        format!("the {what} holds a space or control character at byte {at}: refused, nothing sent")
-    })
+pub fn unsafe_in_request(what: &'static str, text: &str) -> Option<Error> {
+    text.bytes()
+        .position(|b| b <= b' ' || b == 0x7f)
+        .map(|at| Error::UnsafeInRequest { what, at })
 }
 
 /// Probes once. Never panics; every failure is an unhealthy observation with a reason.
@@ -138,18 +130,30 @@ pub async fn probe(spec: &ProbeSpec, policy: &TargetPolicy) -> Observation {
         .await
         {
             Ok(Ok(found)) => found.map(|a| a.ip()).collect(),
-            Ok(Err(e)) => return fail(start, format!("cannot resolve {}: {e}", spec.address)),
-            Err(_) => return fail(start, format!("resolving {} timed out", spec.address)),
+            Ok(Err(source)) => {
+                let host = spec.address.clone();
+                return fail(start, Error::Resolve { host, source });
+            }
+            Err(_) => {
+                let host = spec.address.clone();
+                return fail(start, Error::ResolveTimeout { host });
+            }
         },
     };
     let Some(ip) = addrs.first().copied() else {
-        return fail(start, format!("{} resolves to no address", spec.address));
+        let host = spec.address.clone();
+        return fail(start, Error::NoAddress { host });
     };
     if let Some(rule) = policy.denies(ip) {
         return Observation {
             healthy: false,
             latency: Duration::ZERO,
-            reason: format!("target {ip} rejected: {DENIED_BY_POLICY} ({rule})"),
+            reason: Error::Denied {
+                what: "target",
+                ip,
+                rule: rule.to_string(),
+            }
+            .to_string(),
             rejected: true,
         };
     }
@@ -157,15 +161,10 @@ pub async fn probe(spec: &ProbeSpec, policy: &TargetPolicy) -> Observation {
     let tcp = match tokio::time::timeout(spec.connect_timeout, TcpStream::connect(addr)).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
-            return fail(start, "connect refused");
+            return fail(start, Error::ConnectRefused);
         }
-        Ok(Err(e)) => return fail(start, format!("connect failed: {e}")),
-        Err(_) => {
-            return fail(
-                start,
-                format!("connect timeout after {}", secs(spec.connect_timeout)),
-            );
-        }
+        Ok(Err(e)) => return fail(start, Error::Connect(e)),
+        Err(_) => return fail(start, Error::ConnectTimeout(spec.connect_timeout)),
     };
     if spec.kind == ProbeKind::Tcp {
         return Observation {
@@ -187,7 +186,7 @@ pub async fn probe(spec: &ProbeSpec, policy: &TargetPolicy) -> Observation {
                 let tls = tokio_rustls::TlsConnector::from(insecure_tls_config()?)
                     .connect(server_name, tcp)
                     .await
-                    .map_err(|e| format!("TLS handshake failed: {e}"))?;
+                    .map_err(Error::Tls)?;
                 http_exchange(tls, spec).await
             }
             _ => http_exchange(tcp, spec).await,
@@ -200,11 +199,8 @@ pub async fn probe(spec: &ProbeSpec, policy: &TargetPolicy) -> Observation {
             reason: format!("{status} in {} ms", start.elapsed().as_millis()),
             rejected: false,
         },
-        Ok(Err(reason)) => fail(start, reason),
-        Err(_) => fail(
-            start,
-            format!("timeout after {}", secs(spec.response_timeout)),
-        ),
+        Ok(Err(why)) => fail(start, why),
+        Err(_) => fail(start, Error::Timeout(spec.response_timeout)),
     }
 }
 
@@ -215,7 +211,7 @@ pub async fn probe(spec: &ProbeSpec, policy: &TargetPolicy) -> Observation {
 pub async fn http_exchange<S: AsyncRead + AsyncWrite + Unpin + Send>(
     stream: S,
     spec: &ProbeSpec,
-) -> Result<String, String> {
+) -> Result<String, Error> {
     let host = spec
         .host
         .clone()
@@ -239,23 +235,23 @@ pub async fn http_exchange<S: AsyncRead + AsyncWrite + Unpin + Send>(
         .header(http::header::ACCEPT, "*/*")
         .header(http::header::CONNECTION, "close")
         .body(http_body_util::Empty::<hyper::body::Bytes>::new())
-        .map_err(|e| format!("cannot build the request: {e}"))?;
+        .map_err(Error::BuildRequest)?;
     let (mut sender, connection) = hyper::client::conn::http1::Builder::new()
         .title_case_headers(true)
         .max_buf_size(MAX_HEADER_BYTES)
         .handshake(hyper_util::rt::TokioIo::new(stream))
         .await
-        .map_err(|e| reason(&e))?;
+        .map_err(reason)?;
     let search = spec.search.clone();
     let exchange = async move {
-        let response = sender.send_request(request).await.map_err(|e| reason(&e))?;
+        let response = sender.send_request(request).await.map_err(reason)?;
         let code = response.status().as_u16();
         let status = format!(
             "{code} {}",
             response.status().canonical_reason().unwrap_or("")
         );
         if !(200..400).contains(&code) {
-            return Err(format!("status {code}"));
+            return Err(Error::Status(code));
         }
         let Some(search) = search else {
             return Ok(status.trim_end().to_owned());
@@ -274,16 +270,14 @@ pub async fn http_exchange<S: AsyncRead + AsyncWrite + Unpin + Send>(
                         }
                     }
                 }
-                Some(Err(e)) => return Err(reason(&e)),
+                Some(Err(e)) => return Err(reason(e)),
                 None => break,
             }
         }
         if find(&window, &search).is_some() {
             return Ok(status.trim_end().to_owned());
         }
-        Err(format!(
-            "search string not found in first {SEARCH_WINDOW} bytes"
-        ))
+        Err(Error::SearchNotFound)
     };
     // The connection is driven alongside the exchange; once it ends, what it delivered is
     // still read.
@@ -295,7 +289,7 @@ pub async fn http_exchange<S: AsyncRead + AsyncWrite + Unpin + Send>(
             done = &mut connection, if !connection_done => {
                 connection_done = true;
                 if let Err(e) = done {
-                    return Err(reason(&e));
+                    return Err(reason(e));
                 }
             }
         }
@@ -303,29 +297,29 @@ pub async fn http_exchange<S: AsyncRead + AsyncWrite + Unpin + Send>(
 }
 
 /// A hyper error as a probe reason: what a person reading the check's status needs.
-fn reason(e: &hyper::Error) -> String {
+fn reason(e: hyper::Error) -> Error {
     use std::error::Error as _;
     let mut source = e.source();
     while let Some(s) = source {
         if let Some(io) = s.downcast_ref::<std::io::Error>() {
             return match io.kind() {
-                std::io::ErrorKind::ConnectionReset => "connection reset".into(),
-                std::io::ErrorKind::UnexpectedEof => "connection closed in the response".into(),
-                _ => format!("reading the response failed: {io}"),
+                std::io::ErrorKind::ConnectionReset => Error::ConnectionReset,
+                std::io::ErrorKind::UnexpectedEof => Error::ClosedInResponse,
+                kind => Error::ReadResponse(std::io::Error::new(kind, io.to_string())),
             };
         }
         source = s.source();
     }
     if e.is_incomplete_message() {
-        "connection closed without a complete response".into()
+        Error::Incomplete
     } else if e.is_parse() {
         if e.is_parse_too_large() {
-            "response headers over 16 KiB".into()
+            Error::HeadersTooLarge
         } else {
-            format!("not an HTTP response ({e})")
+            Error::NotHttp(e)
         }
     } else {
-        format!("the exchange failed: {e}")
+        Error::Exchange(e)
     }
 }
 
@@ -336,8 +330,8 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
 
-fn insecure_tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
-    static CONFIG: OnceLock<Result<Arc<rustls::ClientConfig>, String>> = OnceLock::new();
+fn insecure_tls_config() -> Result<Arc<rustls::ClientConfig>, Error> {
+    static CONFIG: OnceLock<Result<Arc<rustls::ClientConfig>, rustls::Error>> = OnceLock::new();
     CONFIG
         .get_or_init(|| {
             let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -352,9 +346,9 @@ fn insecure_tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
                             .with_no_client_auth(),
                     )
                 })
-                .map_err(|e| format!("TLS is unavailable: {e}"))
         })
         .clone()
+        .map_err(Error::TlsSetup)
 }
 
 /// Health checks probe endpoints, they do not authenticate them: every certificate passes

@@ -132,7 +132,7 @@ pub fn validate(
     zones: &ServedZones,
 ) -> Result<(String, Vec<ParsedRecord>), Rejection> {
     let invalid = |m: String| Rejection::new(reasons::INVALID_SPEC, m);
-    let name = normalize_name(&spec.name).map_err(invalid)?;
+    let name = normalize_name(&spec.name).map_err(|e| invalid(e.to_string()))?;
     if zones.zone_of(&name).is_none() {
         return Err(Rejection::new(
             reasons::ZONE_NOT_SERVED,

@@ -16,6 +16,7 @@
 //! feed it, and read tables and statuses back. Recompiling after one change costs the groups
 //! that depend on it, not the table.
 
+mod error;
 pub mod fuzzing;
 pub mod group;
 pub mod health;
@@ -39,6 +40,7 @@ use healthroute_api::{
     ZonalShiftStatus,
 };
 
+pub use error::Error;
 pub use group::{GroupOutcome, Rejection};
 pub use health::{CheckHealth, CheckInput, CheckerView};
 pub use shift::{ShiftClock, ShiftInput};
@@ -103,7 +105,7 @@ impl fmt::Display for ObjectKey {
 pub struct ServedZones(Vec<String>);
 
 impl ServedZones {
-    pub fn new<S: AsRef<str>>(zones: impl IntoIterator<Item = S>) -> Result<Self, String> {
+    pub fn new<S: AsRef<str>>(zones: impl IntoIterator<Item = S>) -> Result<Self, Error> {
         let mut out = Vec::new();
         for z in zones {
             let z = normalize_name(z.as_ref())?;
@@ -210,7 +212,7 @@ pub struct Compiler {
 
     // Derived state.
     check_health: BTreeMap<ObjectKey, CheckHealth>,
-    shift_clocks: BTreeMap<ObjectKey, Result<ShiftClock, String>>,
+    shift_clocks: BTreeMap<ObjectKey, Result<ShiftClock, Error>>,
     outcomes: BTreeMap<ObjectKey, GroupOutcome>,
     /// The last version of each group that compiled, served while a later one is rejected.
     last_good: BTreeMap<ObjectKey, Arc<CompiledGroup<Value>>>,
@@ -933,7 +935,7 @@ impl Compiler {
         &self,
         key: &ObjectKey,
         now: Timestamp,
-    ) -> Option<Result<ZonalShiftStatus, String>> {
+    ) -> Option<Result<ZonalShiftStatus, Error>> {
         let shift = self.shifts.get(key)?;
         let clock = match self.shift_clocks.get(key)? {
             Ok(c) => c,

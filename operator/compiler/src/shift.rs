@@ -45,7 +45,7 @@ pub fn advance_clock(
     shift: &ShiftInput,
     previous: Option<&ShiftClock>,
     now: Timestamp,
-) -> Result<ShiftClock, String> {
+) -> Result<ShiftClock, crate::Error> {
     let duration = SignedDuration::from_secs(parse_expires_in(&shift.spec.expires_in)? as i64);
     let recorded = previous.cloned().or_else(|| clock_from_status(shift));
     let mut clock = match recorded {

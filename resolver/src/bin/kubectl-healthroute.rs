@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use healthroute_resolver::error::Error;
 use healthroute_resolver::plugin::{self, Output, Scope, ShiftTarget};
 
 #[derive(Parser)]
@@ -98,10 +99,8 @@ enum ShiftCommand {
     List,
 }
 
-async fn run(cli: Cli) -> Result<String, String> {
-    let client = kube::Client::try_default()
-        .await
-        .map_err(|e| format!("no Kubernetes client: {e}"))?;
+async fn run(cli: Cli) -> Result<String, Error> {
+    let client = kube::Client::try_default().await.map_err(Error::NoClient)?;
     let namespace = cli
         .namespace
         .clone()
@@ -146,7 +145,7 @@ async fn run(cli: Cli) -> Result<String, String> {
                 let target = match (group, selector) {
                     (Some(g), _) => ShiftTarget::Group(g),
                     (None, Some(sel)) => ShiftTarget::Selector(parse_selector(&sel)?),
-                    (None, None) => return Err("shift start needs --group or --selector".into()),
+                    (None, None) => return Err(Error::NoShiftTarget),
                 };
                 plugin::shift_start(
                     &client,
@@ -179,13 +178,13 @@ async fn run(cli: Cli) -> Result<String, String> {
     }
 }
 
-fn parse_selector(raw: &str) -> Result<BTreeMap<String, String>, String> {
+fn parse_selector(raw: &str) -> Result<BTreeMap<String, String>, Error> {
     raw.split(',')
         .map(|kv| {
             kv.split_once('=')
                 .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
                 .filter(|(k, _)| !k.is_empty())
-                .ok_or_else(|| format!("--selector {raw}: write key=value[,key=value]"))
+                .ok_or_else(|| Error::Selector(raw.to_owned()))
         })
         .collect()
 }

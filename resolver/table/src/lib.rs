@@ -24,8 +24,11 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use std::str::FromStr;
 use std::sync::Arc;
 
+mod error;
 pub mod published;
 pub mod txt;
+
+pub use error::{Error, TxtProblem};
 
 use serde::{Deserialize, Serialize};
 
@@ -67,16 +70,14 @@ impl fmt::Display for RecordType {
 }
 
 impl FromStr for RecordType {
-    type Err = String;
+    type Err = Error;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.to_ascii_uppercase().as_str() {
             "A" => Ok(RecordType::A),
             "AAAA" => Ok(RecordType::Aaaa),
             "CNAME" => Ok(RecordType::Cname),
             "TXT" => Ok(RecordType::Txt),
-            other => Err(format!(
-                "unsupported record type {other:?} (A, AAAA, CNAME, TXT)"
-            )),
+            other => Err(Error::UnsupportedType(other.to_owned())),
         }
     }
 }
@@ -97,20 +98,23 @@ pub enum Value {
 
 impl Value {
     /// Parses `raw` as a value of type `rtype`.
-    pub fn parse(rtype: RecordType, raw: &str) -> Result<Value, String> {
+    pub fn parse(rtype: RecordType, raw: &str) -> Result<Value, Error> {
         match rtype {
-            RecordType::A => raw
-                .parse()
-                .map(Value::A)
-                .map_err(|_| format!("{raw:?} is not an IPv4 address")),
+            RecordType::A => raw.parse().map(Value::A).map_err(|_| Error::NotAnAddress {
+                raw: raw.to_owned(),
+                family: "IPv4",
+            }),
             RecordType::Aaaa => raw
                 .parse()
                 .map(Value::Aaaa)
-                .map_err(|_| format!("{raw:?} is not an IPv6 address")),
+                .map_err(|_| Error::NotAnAddress {
+                    raw: raw.to_owned(),
+                    family: "IPv6",
+                }),
             RecordType::Cname => normalize_name(raw).map(Value::Cname),
             RecordType::Txt => {
                 if raw.len() > 4096 {
-                    Err(format!("TXT value of {} bytes is over 4096", raw.len()))
+                    Err(Error::TxtTooLong(raw.len()))
                 } else {
                     txt::character_strings(raw)?;
                     Ok(Value::Txt(raw.to_owned()))
@@ -141,13 +145,13 @@ impl fmt::Display for Value {
 }
 
 /// Lower-cases a DNS name and adds the trailing dot; rejects what cannot be a host name.
-pub fn normalize_name(raw: &str) -> Result<String, String> {
+pub fn normalize_name(raw: &str) -> Result<String, Error> {
     let trimmed = raw.trim_end_matches('.');
     if trimmed.is_empty() {
-        return Err(format!("{raw:?} is not a DNS name"));
+        return Err(Error::EmptyName(raw.to_owned()));
     }
     if trimmed.len() > 253 {
-        return Err(format!("{raw:?} is longer than 253 characters"));
+        return Err(Error::NameTooLong(raw.to_owned()));
     }
     for label in trimmed.split('.') {
         let ok = !label.is_empty()
@@ -156,7 +160,10 @@ pub fn normalize_name(raw: &str) -> Result<String, String> {
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'*');
         if !ok {
-            return Err(format!("{raw:?} is not a DNS name (label {label:?})"));
+            return Err(Error::BadLabel {
+                name: raw.to_owned(),
+                label: label.to_owned(),
+            });
         }
     }
     let mut name = trimmed.to_ascii_lowercase();
@@ -556,7 +563,7 @@ mod tests {
     fn txt_values_with_broken_quoting_are_refused() {
         assert!(Value::parse(RecordType::Txt, r#""v=spf1 -all""#).is_ok());
         let e = Value::parse(RecordType::Txt, r#""v=spf1 -all"#).expect_err("open quote");
-        assert!(e.contains("not closed"), "{e}");
+        assert!(e.to_string().contains("not closed"), "{e}");
     }
 
     fn mk_answer(id: &str, values: &[u32]) -> Answer<u32> {

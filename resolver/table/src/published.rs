@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{CompiledGroup, GroupKey, RoutingTable, Value};
+use crate::{CompiledGroup, Error, GroupKey, RoutingTable, Value};
 
 /// Label on every table ConfigMap; resolvers watch this selector.
 pub const TABLE_LABEL: &str = "healthroute.io/table";
@@ -76,7 +76,7 @@ pub struct Encoded {
 }
 
 /// Splits and encodes a table into exactly `shards` shards (an error if one does not fit).
-pub fn encode(table: &RoutingTable<Value>, shards: u32) -> Result<Encoded, String> {
+pub fn encode(table: &RoutingTable<Value>, shards: u32) -> Result<Encoded, Error> {
     let mut encoder = Encoder::new(shards);
     encoder.fixed = true;
     encoder.encode(table)
@@ -117,7 +117,7 @@ impl Encoder {
     }
 
     /// Encodes `table`, choosing the shard count first if the table's size calls for another.
-    pub fn encode(&mut self, table: &RoutingTable<Value>) -> Result<Encoded, String> {
+    pub fn encode(&mut self, table: &RoutingTable<Value>) -> Result<Encoded, Error> {
         // Each round at least doubles or shrinks to fit, so a few rounds always settle.
         for _ in 0..8 {
             let encoded = self.encode_with_current(table)?;
@@ -145,10 +145,10 @@ impl Encoder {
             self.shards = next;
             self.cache.clear();
         }
-        Err("the table's shard count did not settle".into())
+        Err(Error::ShardCountUnsettled)
     }
 
-    fn too_large(&self, encoded: &Encoded, largest: usize) -> String {
+    fn too_large(&self, encoded: &Encoded, largest: usize) -> Error {
         let index = encoded
             .shards
             .iter()
@@ -161,21 +161,21 @@ impl Encoder {
                 .max()
         });
         match biggest_group {
-            Some((bytes, key)) if bytes > MAX_SHARD_BYTES / 2 => format!(
-                "RecordGroup {key} alone encodes to {} KiB; a table shard (one ConfigMap) holds at most {} KiB",
-                bytes / 1024,
-                MAX_SHARD_BYTES / 1024
-            ),
-            _ => format!(
-                "table shard {index} is {} KiB, over the {} KiB a ConfigMap can hold",
-                largest / 1024,
-                MAX_SHARD_BYTES / 1024
-            ),
+            Some((bytes, key)) if bytes > MAX_SHARD_BYTES / 2 => Error::GroupTooLarge {
+                group: key.clone(),
+                kib: bytes / 1024,
+                max_kib: MAX_SHARD_BYTES / 1024,
+            },
+            _ => Error::ShardTooLarge {
+                index,
+                kib: largest / 1024,
+                max_kib: MAX_SHARD_BYTES / 1024,
+            },
         }
     }
 
     /// Encodes with the current shard count, reusing the cached JSON of unchanged shards.
-    fn encode_with_current(&mut self, table: &RoutingTable<Value>) -> Result<Encoded, String> {
+    fn encode_with_current(&mut self, table: &RoutingTable<Value>) -> Result<Encoded, Error> {
         let n = self.shards;
         let mut split: Vec<BTreeMap<GroupKey, Arc<CompiledGroup<Value>>>> =
             vec![BTreeMap::new(); n as usize];
@@ -197,7 +197,10 @@ impl Encoder {
                     index: index as u32,
                     groups,
                 };
-                let json = serde_json::to_vec(&shard).map_err(|e| e.to_string())?;
+                let json = serde_json::to_vec(&shard).map_err(|e| Error::Unreadable {
+                    what: "shard",
+                    reason: e.to_string(),
+                })?;
                 let hash = content_hash(&json);
                 let entry = (shard.groups, hash, Arc::from(json));
                 if index < self.cache.len() {
@@ -221,24 +224,6 @@ impl Encoder {
     }
 }
 
-/// A complete manifest whose generation is not above the table the reader already
-/// assembled: a second writer, or an older table written late. It is not served (P4).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct NotNewer {
-    pub generation: u64,
-    pub serving: u64,
-}
-
-impl std::fmt::Display for NotNewer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "the published table has generation {} with new content, but generation {} is already served; kept serving it",
-            self.generation, self.serving
-        )
-    }
-}
-
 /// The reader's side: collects shards and manifests as they arrive, in any order, and
 /// assembles a table only from a complete, consistent set.
 #[derive(Debug, Default)]
@@ -251,15 +236,20 @@ pub struct Assembler {
 }
 
 impl Assembler {
-    pub fn set_manifest(&mut self, json: &[u8]) -> Result<(), String> {
-        let manifest: Manifest =
-            serde_json::from_slice(json).map_err(|e| format!("manifest: {e}"))?;
+    pub fn set_manifest(&mut self, json: &[u8]) -> Result<(), Error> {
+        let manifest: Manifest = serde_json::from_slice(json).map_err(|e| Error::Unreadable {
+            what: "manifest",
+            reason: e.to_string(),
+        })?;
         self.manifest = Some(manifest);
         Ok(())
     }
 
-    pub fn set_shard(&mut self, json: &[u8]) -> Result<(), String> {
-        let shard: Shard = serde_json::from_slice(json).map_err(|e| format!("shard: {e}"))?;
+    pub fn set_shard(&mut self, json: &[u8]) -> Result<(), Error> {
+        let shard: Shard = serde_json::from_slice(json).map_err(|e| Error::Unreadable {
+            what: "shard",
+            reason: e.to_string(),
+        })?;
         self.shards.insert(shard.index, (content_hash(json), shard));
         Ok(())
     }
@@ -268,8 +258,8 @@ impl Assembler {
     /// content. A manifest is assembled once (its identity is its generation and every shard
     /// hash, so a new writer reusing a number is not mistaken for the table already served),
     /// and the generation served only moves forward: a complete set whose generation is not
-    /// above the one assembled last is refused with [`NotNewer`].
-    pub fn assemble(&mut self) -> Result<Option<RoutingTable<Value>>, NotNewer> {
+    /// above the one assembled last is refused with [`Error::NotNewer`].
+    pub fn assemble(&mut self) -> Result<Option<RoutingTable<Value>>, Error> {
         let Some(manifest) = self.manifest.as_ref() else {
             return Ok(None);
         };
@@ -290,7 +280,7 @@ impl Assembler {
             && manifest.generation <= serving
         {
             // Refused once; a newer manifest replaces it.
-            let refused = NotNewer {
+            let refused = Error::NotNewer {
                 generation: manifest.generation,
                 serving,
             };
@@ -408,7 +398,8 @@ mod tests {
         let big = table(1, 12_000, 1);
         let err = encode(&big, 1).expect_err("too big for one ConfigMap");
         assert!(
-            err.contains("over the 900 KiB a ConfigMap can hold"),
+            err.to_string()
+                .contains("over the 900 KiB a ConfigMap can hold"),
             "{err}"
         );
         assert!(encode(&big, 8).is_ok());
@@ -482,7 +473,7 @@ mod tests {
         feed(&mut a, &table(2, 10, 7));
         assert_eq!(
             a.assemble(),
-            Err(NotNewer {
+            Err(Error::NotNewer {
                 generation: 2,
                 serving: 2
             })
@@ -490,7 +481,7 @@ mod tests {
         feed(&mut a, &table(1, 10, 8));
         assert_eq!(
             a.assemble(),
-            Err(NotNewer {
+            Err(Error::NotNewer {
                 generation: 1,
                 serving: 2
             })

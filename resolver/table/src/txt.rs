@@ -7,8 +7,14 @@
 //! - Any other value is one text, split into strings of at most 255 bytes (on character
 //!   boundaries).
 
+use crate::error::{Error, TxtProblem};
+
 /// The character-strings of a TXT value, or why it cannot be one.
-pub fn character_strings(value: &str) -> Result<Vec<Vec<u8>>, String> {
+pub fn character_strings(value: &str) -> Result<Vec<Vec<u8>>, Error> {
+    let fail = |problem| Error::Txt {
+        value: value.to_owned(),
+        problem,
+    };
     if !value.trim_start().starts_with('"') {
         return Ok(split_plain(value));
     }
@@ -19,9 +25,7 @@ pub fn character_strings(value: &str) -> Result<Vec<Vec<u8>>, String> {
             continue;
         }
         if c != '"' {
-            return Err(format!(
-                "TXT value {value:?}: text outside quotes ({c:?}); quote every part, or none"
-            ));
+            return Err(fail(TxtProblem::OutsideQuotes(c)));
         }
         let mut s: Vec<u8> = Vec::new();
         let mut closed = false;
@@ -38,21 +42,18 @@ pub fn character_strings(value: &str) -> Result<Vec<Vec<u8>>, String> {
                             match chars.next_if(|c| c.is_ascii_digit()) {
                                 Some(d) => n = n * 10 + d.to_digit(10).unwrap_or(0),
                                 None => {
-                                    return Err(format!(
-                                        "TXT value {value:?}: \\DDD needs three digits"
-                                    ));
+                                    return Err(fail(TxtProblem::ShortEscape));
                                 }
                             }
                         }
-                        let byte = u8::try_from(n)
-                            .map_err(|_| format!("TXT value {value:?}: \\{n} is not a byte"))?;
+                        let byte = u8::try_from(n).map_err(|_| fail(TxtProblem::NotAByte(n)))?;
                         s.push(byte);
                     }
                     Some(e) => {
                         let mut buf = [0u8; 4];
                         s.extend_from_slice(e.encode_utf8(&mut buf).as_bytes());
                     }
-                    None => return Err(format!("TXT value {value:?}: ends inside an escape")),
+                    None => return Err(fail(TxtProblem::EndsInEscape)),
                 },
                 c => {
                     let mut buf = [0u8; 4];
@@ -61,19 +62,14 @@ pub fn character_strings(value: &str) -> Result<Vec<Vec<u8>>, String> {
             }
         }
         if !closed {
-            return Err(format!("TXT value {value:?}: a quote is not closed"));
+            return Err(fail(TxtProblem::Unclosed));
         }
         if s.len() > 255 {
-            return Err(format!(
-                "TXT value {value:?}: a quoted string of {} bytes is over 255; split it into several",
-                s.len()
-            ));
+            return Err(fail(TxtProblem::TooLong(s.len())));
         }
         out.push(s);
         if chars.peek().is_some_and(|c| !c.is_whitespace()) {
-            return Err(format!(
-                "TXT value {value:?}: quoted strings must be separated by spaces"
-            ));
+            return Err(fail(TxtProblem::NotSeparated));
         }
     }
     Ok(out)
@@ -151,9 +147,9 @@ mod tests {
             (r#""\300""#, "not a byte"),
         ] {
             let e = character_strings(bad).expect_err(bad);
-            assert!(e.contains(why), "{bad}: {e}");
+            assert!(e.to_string().contains(why), "{bad}: {e}");
         }
         let e = character_strings(&format!("\"{}\"", "x".repeat(256))).expect_err("too long");
-        assert!(e.contains("over 255"), "{e}");
+        assert!(e.to_string().contains("over 255"), "{e}");
     }
 }

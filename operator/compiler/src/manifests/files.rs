@@ -10,7 +10,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value as Json;
 
 use super::convert::{cluster_ips, endpoints_from_slices};
-use super::{CONFIG_FILE, ManifestError, ManifestErrors, Manifests};
+use super::{CONFIG_FILE, ManifestError, Manifests};
+use crate::Error;
 use crate::ObjectKey;
 use healthroute_api::{HealthCheck, RecordGroup, ZonalShift};
 
@@ -255,9 +256,9 @@ impl Loader {
         }
     }
 
-    pub(super) fn finish(mut self) -> Result<Manifests, ManifestErrors> {
+    pub(super) fn finish(mut self) -> Result<Manifests, Error> {
         if !self.errors.is_empty() {
-            return Err(ManifestErrors(self.errors));
+            return Err(Error::Manifests(self.errors));
         }
         let mut services = endpoints_from_slices(&self.slices);
         for (key, ips) in self.cluster_ips {

@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use crate::{CheckInput, Compiler, GroupInput, ObjectKey, ServiceEndpoints, ShiftInput};
+use crate::{CheckInput, Compiler, Error, GroupInput, ObjectKey, ServiceEndpoints, ShiftInput};
 use healthroute_api::{HealthCheck, RecordGroup, ZonalShift};
 
 pub use convert::{cluster_ips, endpoints_from_slices, group_input};
@@ -59,22 +59,6 @@ impl fmt::Display for ManifestError {
     }
 }
 
-/// Every problem found in a directory; nothing is loaded when there is one.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub struct ManifestErrors(pub Vec<ManifestError>);
-
-impl fmt::Display for ManifestErrors {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, e) in self.0.iter().enumerate() {
-            if i > 0 {
-                f.write_str("\n")?;
-            }
-            e.fmt(f)?;
-        }
-        Ok(())
-    }
-}
-
 /// The objects of a manifest directory.
 #[derive(Debug, Default, Clone)]
 pub struct Manifests {
@@ -89,10 +73,10 @@ pub struct Manifests {
 impl Manifests {
     /// Reads every `*.yaml` / `*.yml` below `dir` (sorted, recursively), except
     /// [`CONFIG_FILE`].
-    pub fn load_dir(dir: &Path) -> Result<Manifests, ManifestErrors> {
+    pub fn load_dir(dir: &Path) -> Result<Manifests, Error> {
         let mut files = Vec::new();
         collect_files(dir, &mut files).map_err(|e| {
-            ManifestErrors(vec![ManifestError {
+            Error::Manifests(vec![ManifestError {
                 file: dir.to_path_buf(),
                 document: 0,
                 object: None,
@@ -118,7 +102,7 @@ impl Manifests {
     }
 
     /// Parses one file's text (for tests and single-file use).
-    pub fn load_str(file: &Path, text: &str) -> Result<Manifests, ManifestErrors> {
+    pub fn load_str(file: &Path, text: &str) -> Result<Manifests, Error> {
         let mut loader = Loader::default();
         loader.add_file(file, text);
         loader.finish()
@@ -200,7 +184,7 @@ pub struct AppliedKeys {
 mod tests {
     use super::*;
 
-    fn load(text: &str) -> Result<Manifests, ManifestErrors> {
+    fn load(text: &str) -> Result<Manifests, Error> {
         Manifests::load_str(Path::new("test.yaml"), text)
     }
 
@@ -287,7 +271,8 @@ kind: ZonalShift
 metadata: {name: long}
 spec: {awayFrom: zone-b, target: {recordGroup: api}, expiresIn: 100h}
 "#;
-        let errs = load(bad).expect_err("rejected").0;
+        let err = load(bad).expect_err("rejected");
+        let errs = err.manifest_problems();
         let text: Vec<String> = errs.iter().map(ToString::to_string).collect();
         assert!(
             text.iter()
@@ -321,7 +306,8 @@ spec: {awayFrom: zone-b, target: {recordGroup: api}, expiresIn: 100h}
                 )
             })
             .collect();
-        let errs = load(&text).expect_err("rejected").0;
+        let err = load(&text).expect_err("rejected");
+        let errs = err.manifest_problems();
         for n in ["a", "b", "c"] {
             assert!(
                 errs.iter().any(|e| {

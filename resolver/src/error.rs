@@ -1,0 +1,124 @@
+//! What the resolver, the simulator and `kubectl healthroute` refuse or fail at, each in the
+//! words printed after `error:`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use healthroute_compiler::manifests::CONFIG_FILE;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    // Starting up and serving.
+    #[error("{}: {source}", path.display())]
+    ReadConfig {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: {source}", path.display())]
+    ParseConfig {
+        path: PathBuf,
+        #[source]
+        source: Box<serde_saphyr::Error>,
+    },
+    #[error("no served zone: pass --zone ZONE or list zones in {CONFIG_FILE}")]
+    NoZone,
+    /// A bad manifest directory at start (the lines name each file and object at fault).
+    #[error("{}:\n{source}", dir.display())]
+    Manifests {
+        dir: PathBuf,
+        #[source]
+        source: Box<Error>,
+    },
+    #[error(transparent)]
+    Compiler(#[from] healthroute_compiler::Error),
+    #[error(transparent)]
+    Name(#[from] healthroute_table::Error),
+    #[error("cannot listen on {what} {addr}: {source}")]
+    Listen {
+        what: &'static str,
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot listen on UDP {addr}: {source} (is another server running?)")]
+    PortTaken {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot start a UDP thread: {0}")]
+    Thread(#[source] std::io::Error),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    #[error(transparent)]
+    Runtime(#[from] healthroute_admin::Error),
+
+    // Forwarding (D5).
+    #[error("no answer from {upstream} within {timeout:?}")]
+    UpstreamTimeout {
+        upstream: SocketAddr,
+        timeout: Duration,
+    },
+    #[error("query too large")]
+    QueryTooLarge,
+    #[error(transparent)]
+    Dns(#[from] hickory_proto::serialize::binary::DecodeError),
+
+    // The simulator's flags.
+    #[error("--now {raw:?}: {source} (use RFC 3339, e.g. 2026-01-02T15:04:05Z)")]
+    Now {
+        raw: String,
+        #[source]
+        source: jiff::Error,
+    },
+    #[error("--not-ready {0}: no EndpointSlice in the directory has this address")]
+    NoSuchEndpoint(String),
+    #[error("{flag} {name}: no HealthCheck of that name in the directory")]
+    NoSuchCheck { flag: &'static str, name: String },
+    #[error(
+        "--unhealthy {0}: a calculated check's status comes from its children; mark those unhealthy"
+    )]
+    CalculatedUnhealthy(String),
+    #[error("--alarm {0}: write NAME=ok, NAME=alarm or NAME=nodata")]
+    AlarmForm(String),
+    #[error("--alarm {wanted}: {check} is not a Metric check")]
+    NotMetric { wanted: String, check: String },
+    #[error("--alarm {wanted}: {state:?} is not ok, alarm or nodata")]
+    AlarmState { wanted: String, state: String },
+    #[error("the table for {0} is inconsistent (alias chain broken)")]
+    Inconsistent(String),
+
+    // kubectl healthroute.
+    #[error("no Kubernetes client: {0}")]
+    NoClient(#[source] kube::Error),
+    #[error("no Kubernetes client ({0}); for a directory of manifests, pass --manifests DIR")]
+    NoClientForResolver(#[source] kube::Error),
+    #[error("{what}: {source}")]
+    Kube {
+        what: &'static str,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("cannot build the ZonalShift: {0}")]
+    BuildShift(#[source] serde_json::Error),
+    #[error("--expires-in {raw}: {source}")]
+    ExpiresIn {
+        raw: String,
+        #[source]
+        source: healthroute_api::Error,
+    },
+    #[error("--expires-in {0}: a shift lasts from 1m to 72h (Z4)")]
+    ShiftLength(String),
+    #[error(
+        "zonalshift {namespace}/{name} has ended; start a new one (`kubectl healthroute shift start`)"
+    )]
+    ShiftEnded { namespace: String, name: String },
+    #[error("shift start needs --group or --selector")]
+    NoShiftTarget,
+    #[error("--selector {0}: write key=value[,key=value]")]
+    Selector(String),
+}

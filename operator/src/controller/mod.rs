@@ -1,0 +1,211 @@
+//! The operator's control loop: watches feed a synchronous index (the compiler); a compile
+//! follows every burst of changes; the table and the statuses leave through two separate
+//! leader-gated writers, so neither ever waits on the other (SEMANTICS P7).
+//!
+//! ```text
+//!  watches ──▶ Index::apply (no client, no await) ──▶ compile(now): at once after a quiet
+//!                                                      spell, else at most every debounce
+//!      compiled table ──watch (newest only)──▶ publisher task ──▶ table ConfigMaps
+//!                      ◀── ReadBack / Published / Failed ───┘
+//!      status of each changed object, judged against what is *published* (P5)
+//!                 ──▶ StatusQueue (newest per object) ──▶ status writer task ──▶ /status, Events
+//! ```
+//!
+//! A new leadership term starts with the publisher reading back the published table: the
+//! compiler takes in the last good version of every rejected group from it (P6), and the next
+//! generation continues above it and above every resolver's (P4). Only then is a table sent.
+//!
+//! ```text
+//!   mod.rs       the loop: its Config, run, run_with
+//!   watches.rs   every watch the operator needs, merged into one stream of inputs
+//!   control.rs   the loop's state and what each input does to it (terms, feedback, compiles)
+//!   statuses.rs  each object's status, judged against the published table, to the writer
+//! ```
+//!
+//! Beside it: the index ([`crate::index`]), the table publisher ([`crate::publish`]), the
+//! status writer ([`crate::status_writer`]) and the metrics ([`crate::metrics`]).
+
+mod control;
+mod statuses;
+mod watches;
+
+use control::Control;
+pub use watches::inputs;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{FutureExt, Stream, StreamExt};
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::{Api, Client};
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+pub use crate::index::{Index, Input};
+pub use crate::metrics::OperatorMetrics;
+use crate::publish::{PublishRequest, Publisher};
+use crate::status_writer::{self, StatusQueue, WriterConfig};
+use healthroute_api::METRIC_EVALUATOR;
+use healthroute_checker::{Checker, CheckerEvent, TargetPolicy};
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Where the table ConfigMaps and checker Leases live.
+    pub namespace: String,
+    /// The fewest shards of the published table; more are used when the table needs them.
+    pub shards: u32,
+    pub zones: healthroute_compiler::ServedZones,
+    pub default_ttl: u32,
+    /// A compile follows a change at once after a quiet spell, and at most once per
+    /// `debounce` under a stream of changes.
+    pub debounce: Duration,
+    /// The status writer: concurrency, timeout per request, and this replica's name.
+    pub status: WriterConfig,
+    /// Where the leader's Metric-check evaluator may connect (H15, as H12 for checkers).
+    pub metric_policy: TargetPolicy,
+}
+
+impl Config {
+    /// The defaults the binary ships, for `zones` and the table in `namespace`.
+    pub fn new(namespace: impl Into<String>, zones: healthroute_compiler::ServedZones) -> Self {
+        Config {
+            namespace: namespace.into(),
+            shards: 8,
+            zones,
+            default_ttl: healthroute_compiler::DEFAULT_TTL,
+            debounce: Duration::from_millis(20),
+            status: WriterConfig::default(),
+            metric_policy: TargetPolicy::cluster_default(),
+        }
+    }
+}
+
+/// Runs the control loop on the cluster's watches until `shutdown` turns true.
+pub async fn run(
+    client: Client,
+    config: Config,
+    leader: watch::Receiver<bool>,
+    metrics: Arc<OperatorMetrics>,
+    shutdown: watch::Receiver<bool>,
+) {
+    let inputs = inputs(&client, &config.namespace);
+    run_with(client, config, inputs, leader, metrics, shutdown).await
+}
+
+/// Runs the control loop on `inputs` (the cluster's watches, or a test's), with the table
+/// publisher and the status writer beside it, until `shutdown` turns true.
+pub async fn run_with(
+    client: Client,
+    config: Config,
+    inputs: impl Stream<Item = Input> + Send + Unpin,
+    mut leader: watch::Receiver<bool>,
+    metrics: Arc<OperatorMetrics>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let (requests_tx, requests_rx) = watch::channel(PublishRequest::default());
+    let (feedback_tx, mut feedback) = mpsc::unbounded_channel();
+    let publisher = Publisher::new(
+        Api::<ConfigMap>::namespaced(client.clone(), &config.namespace),
+        config.shards,
+    );
+    let publisher_task = tokio::spawn(crate::publish::run_publisher(
+        publisher,
+        requests_rx,
+        feedback_tx,
+        metrics.clone(),
+    ));
+    let queue = StatusQueue::default();
+    let (writer_leader_tx, writer_leader) = watch::channel(false);
+    let writer_task = tokio::spawn(status_writer::run(
+        client.clone(),
+        queue.clone(),
+        writer_leader,
+        metrics.clone(),
+        config.status.clone(),
+        shutdown.clone(),
+    ));
+
+    // H14: the leader evaluates Metric checks, once for the cluster; its views reach the
+    // compiler here, in memory, and its last evaluation goes out with the check's status.
+    let (evaluations_tx, mut evaluations) = mpsc::channel(1024);
+    let mut evaluator = Checker::new(
+        METRIC_EVALUATOR,
+        None,
+        config.metric_policy.clone(),
+        evaluations_tx,
+    )
+    .metric_checks_only(crate::credentials::secret_credentials(client.clone()));
+    evaluator.metrics = metrics.metric_evaluator.clone();
+    evaluator.start_heartbeat(Duration::from_secs(1));
+
+    let mut control = Control::new(&config, metrics.clone(), queue, requests_tx);
+    control.evaluator = Some(evaluator);
+    let mut inputs = inputs;
+    let mut due: Option<Instant> = None;
+    let mut last_compile: Option<Instant> = None;
+    if *leader.borrow_and_update() {
+        control.set_leader(true);
+        let _ = writer_leader_tx.send(true);
+    }
+    loop {
+        // A stream of inputs never holds a compile back by more than the debounce.
+        if due.is_some_and(|t| t <= Instant::now()) {
+            due = None;
+            last_compile = Some(Instant::now());
+            control.compile();
+        }
+        let deadline = control
+            .index
+            .compiler
+            .time_to_deadline(Timestamp::now())
+            .map(|d| Instant::now() + d);
+        let wake = match (due, deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        tokio::select! {
+            biased;
+            _ = shutdown.changed() => break,
+            Ok(()) = leader.changed() => {
+                let is_leader = *leader.borrow_and_update();
+                tracing::info!(leader = is_leader, "leadership changed");
+                control.set_leader(is_leader);
+                let _ = writer_leader_tx.send(is_leader);
+            }
+            Some(fb) = feedback.recv() => {
+                if control.take_feedback(fb) {
+                    due = Some(Instant::now());
+                }
+            }
+            Some(event) = evaluations.recv() => {
+                let view = matches!(event, CheckerEvent::View { .. });
+                control.take_evaluation(event);
+                if view {
+                    let earliest = last_compile.map_or(Instant::now(), |t| t + config.debounce);
+                    due.get_or_insert(earliest.max(Instant::now()));
+                }
+            }
+            Some(input) = inputs.next() => {
+                control.apply(input);
+                // Everything already queued joins this compile.
+                for _ in 0..4096 {
+                    match inputs.next().now_or_never() {
+                        Some(Some(input)) => control.apply(input),
+                        _ => break,
+                    }
+                }
+                let earliest = last_compile.map_or(Instant::now(), |t| t + config.debounce);
+                due.get_or_insert(earliest.max(Instant::now()));
+            }
+            _ = async { match wake { Some(t) => tokio::time::sleep_until(t).await, None => std::future::pending().await } } => {
+                due = None;
+                last_compile = Some(Instant::now());
+                control.compile();
+            }
+        }
+    }
+    drop(control); // closes the publisher's requests
+    let _ = publisher_task.await;
+    let _ = writer_task.await;
+}

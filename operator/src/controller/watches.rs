@@ -1,0 +1,76 @@
+//! Every watch the operator needs, merged into one stream of [`Input`]s.
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client};
+
+use crate::index::Input;
+use healthroute_admin::retry::Backoff;
+use healthroute_api::CHECKER_LABEL;
+use healthroute_api::{HealthCheck, RecordGroup, ZonalShift};
+
+/// Every watch the operator needs, merged into one stream.
+pub fn inputs(client: &Client, namespace: &str) -> impl Stream<Item = Input> + Send + use<> {
+    fn w<K>(
+        api: Api<K>,
+        cfg: watcher::Config,
+        kind: &'static str,
+        wrap: fn(watcher::Event<K>) -> Input,
+    ) -> futures::stream::BoxStream<'static, Input>
+    where
+        K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+        K::DynamicType: Default,
+    {
+        // Bounded backoff, reset on success: a watch resumes within about a second of the API
+        // server answering again (client-go's default waits up to 30 s).
+        watcher(api, cfg)
+            .backoff(Backoff::watch())
+            .map(move |e| match e {
+                Ok(e) => wrap(e),
+                Err(err) => Input::WatchError(kind, err.to_string()),
+            })
+            .boxed()
+    }
+    let all = watcher::Config::default();
+    futures::stream::select_all(vec![
+        w(
+            Api::<RecordGroup>::all(client.clone()),
+            all.clone(),
+            "RecordGroup",
+            Input::Group,
+        ),
+        w(
+            Api::<HealthCheck>::all(client.clone()),
+            all.clone(),
+            "HealthCheck",
+            Input::Check,
+        ),
+        w(
+            Api::<ZonalShift>::all(client.clone()),
+            all.clone(),
+            "ZonalShift",
+            Input::Shift,
+        ),
+        w(
+            Api::<EndpointSlice>::all(client.clone()),
+            watcher::Config::default().labels("kubernetes.io/service-name"),
+            "EndpointSlice",
+            Input::Slice,
+        ),
+        w(
+            Api::<Service>::all(client.clone()),
+            all,
+            "Service",
+            Input::Service,
+        ),
+        w(
+            Api::<Lease>::namespaced(client.clone(), namespace),
+            watcher::Config::default().labels(CHECKER_LABEL),
+            "Lease",
+            Input::Lease,
+        ),
+    ])
+}

@@ -77,101 +77,118 @@ impl Collector for OperatorMetrics {
     fn encode(&self, encoder: DescriptorEncoder) -> std::fmt::Result {
         let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let mut out = Exposition::new(encoder);
-        out.counter(
-            "healthroute_operator_events_total",
-            "Watch events applied to the index.",
-            g(&self.events),
-        )?;
-        out.counter(
-            "healthroute_operator_compiles_total",
-            "Compiles run.",
-            g(&self.compiles),
-        )?;
-        out.seconds_counter(
-            "healthroute_operator_compile_seconds_total",
-            "Time spent compiling.",
-            g(&self.compile_micros_sum),
-        )?;
-        out.counter(
-            "healthroute_operator_groups_recompiled_total",
-            "RecordGroups compiled again.",
-            g(&self.groups_recompiled),
-        )?;
-        out.counter(
-            "healthroute_operator_checks_evaluated_total",
-            "HealthCheck statuses evaluated again (inputs or checker reachability changed).",
-            g(&self.checks_evaluated),
-        )?;
-        out.gauge(
-            "healthroute_operator_table_groups",
-            "RecordGroups in the compiled table.",
-            g(&self.table_groups) as i64,
-        )?;
-        out.gauge(
-            "healthroute_operator_table_generation",
-            "Compiles that changed the table, in this process.",
-            g(&self.table_generation) as i64,
-        )?;
-        out.gauge(
-            "healthroute_operator_published_generation",
-            "Generation of the last table published (continued across leaders).",
-            g(&self.published_generation) as i64,
-        )?;
-        out.gauge(
-            "healthroute_operator_table_shards",
-            "Shards (ConfigMaps) of the published table.",
-            g(&self.table_shards) as i64,
-        )?;
-        out.counter(
-            "healthroute_operator_shards_written_total",
-            "Table ConfigMaps written.",
-            g(&self.shards_written),
-        )?;
-        out.seconds_counter(
-            "healthroute_operator_publish_seconds_total",
-            "Time spent publishing.",
-            g(&self.publish_micros_sum),
-        )?;
-        out.counter(
-            "healthroute_operator_publish_failures_total",
-            "Table publishes that failed (retried with backoff).",
-            g(&self.publish_failures),
-        )?;
-        out.gauge(
-            "healthroute_operator_publish_failing",
-            "1 while the last attempt to publish the table failed.",
-            i64::from(self.publish_failing.load(Ordering::Relaxed)),
-        )?;
-        out.counter(
-            "healthroute_operator_status_writes_total",
-            "Status patches written.",
-            g(&self.status_writes),
-        )?;
-        out.counter(
-            "healthroute_operator_status_write_errors_total",
-            "Status patches that failed (retried with backoff unless superseded).",
-            g(&self.status_write_errors),
-        )?;
-        out.gauge(
-            "healthroute_operator_status_backlog",
-            "Objects whose newest status is waiting to be written.",
-            g(&self.status_backlog) as i64,
-        )?;
-        out.counter(
-            "healthroute_operator_events_recorded_total",
-            "Kubernetes Events recorded.",
-            g(&self.events_recorded),
-        )?;
-        out.gauge(
-            "healthroute_operator_leader",
-            "1 while this replica holds the lease.",
-            i64::from(self.leader.load(Ordering::Relaxed)),
-        )?;
-        out.gauge(
-            "healthroute_operator_checks_without_checker",
-            "Probe and Metric checks no reachable checker reports on: they keep their last status (H7).",
-            g(&self.checks_without_checker) as i64,
-        )?;
+        for (name, help, n) in [
+            (
+                "healthroute_operator_events_total",
+                "Watch events applied to the index.",
+                &self.events,
+            ),
+            (
+                "healthroute_operator_compiles_total",
+                "Compiles run.",
+                &self.compiles,
+            ),
+            (
+                "healthroute_operator_groups_recompiled_total",
+                "RecordGroups compiled again.",
+                &self.groups_recompiled,
+            ),
+            (
+                "healthroute_operator_checks_evaluated_total",
+                "HealthCheck statuses evaluated again (inputs or checker reachability changed).",
+                &self.checks_evaluated,
+            ),
+            (
+                "healthroute_operator_shards_written_total",
+                "Table ConfigMaps written.",
+                &self.shards_written,
+            ),
+            (
+                "healthroute_operator_publish_failures_total",
+                "Table publishes that failed (retried with backoff).",
+                &self.publish_failures,
+            ),
+            (
+                "healthroute_operator_status_writes_total",
+                "Status patches written.",
+                &self.status_writes,
+            ),
+            (
+                "healthroute_operator_status_write_errors_total",
+                "Status patches that failed (retried with backoff unless superseded).",
+                &self.status_write_errors,
+            ),
+            (
+                "healthroute_operator_events_recorded_total",
+                "Kubernetes Events recorded.",
+                &self.events_recorded,
+            ),
+        ] {
+            out.counter(name, help, g(n))?;
+        }
+        // Times are kept in microseconds and exposed in seconds.
+        for (name, help, micros) in [
+            (
+                "healthroute_operator_compile_seconds_total",
+                "Time spent compiling.",
+                &self.compile_micros_sum,
+            ),
+            (
+                "healthroute_operator_publish_seconds_total",
+                "Time spent publishing.",
+                &self.publish_micros_sum,
+            ),
+        ] {
+            out.seconds_counter(name, help, g(micros))?;
+        }
+        for (name, help, n) in [
+            (
+                "healthroute_operator_table_groups",
+                "RecordGroups in the compiled table.",
+                &self.table_groups,
+            ),
+            (
+                "healthroute_operator_table_generation",
+                "Compiles that changed the table, in this process.",
+                &self.table_generation,
+            ),
+            (
+                "healthroute_operator_published_generation",
+                "Generation of the last table published (continued across leaders).",
+                &self.published_generation,
+            ),
+            (
+                "healthroute_operator_table_shards",
+                "Shards (ConfigMaps) of the published table.",
+                &self.table_shards,
+            ),
+            (
+                "healthroute_operator_status_backlog",
+                "Objects whose newest status is waiting to be written.",
+                &self.status_backlog,
+            ),
+            (
+                "healthroute_operator_checks_without_checker",
+                "Probe and Metric checks no reachable checker reports on: they keep their last status (H7).",
+                &self.checks_without_checker,
+            ),
+        ] {
+            out.gauge(name, help, g(n) as i64)?;
+        }
+        for (name, help, flag) in [
+            (
+                "healthroute_operator_publish_failing",
+                "1 while the last attempt to publish the table failed.",
+                &self.publish_failing,
+            ),
+            (
+                "healthroute_operator_leader",
+                "1 while this replica holds the lease.",
+                &self.leader,
+            ),
+        ] {
+            out.gauge(name, help, i64::from(flag.load(Ordering::Relaxed)))?;
+        }
         let expiries = self
             .shift_expiries
             .lock()

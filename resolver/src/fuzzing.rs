@@ -247,21 +247,17 @@ pub fn published_table(data: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use healthroute_compiler::fuzzing::corpus;
+    use healthroute_compiler::fuzzing::replay;
 
     // SEM-D4 SEM-D6: every kept input and every crash found replays.
     #[test]
     fn the_udp_corpus_replays() {
-        let inputs = corpus("udp");
-        assert!(!inputs.is_empty());
-        inputs.iter().for_each(|i| udp_datagram(i));
+        replay("udp", udp_datagram);
     }
 
     // SEM-S8: ConfigMap data of any shape never reaches the wire half-read.
     #[test]
     fn the_published_table_corpus_replays() {
-        let inputs = corpus("table");
-        assert!(!inputs.is_empty());
-        inputs.iter().for_each(|i| published_table(i));
+        replay("table", published_table);
     }
 }

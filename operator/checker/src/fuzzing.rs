@@ -51,12 +51,10 @@ pub fn http_response(data: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use healthroute_compiler::fuzzing::corpus;
+    use healthroute_compiler::fuzzing::replay;
 
     #[test]
     fn the_http_response_corpus_replays() {
-        let inputs = corpus("http");
-        assert!(!inputs.is_empty());
-        inputs.iter().for_each(|i| http_response(i));
+        replay("http", http_response);
     }
 }

@@ -33,6 +33,14 @@ pub fn manifests(data: &[u8]) {
     }
 }
 
+/// Runs `check` over every input of `target`'s committed corpus (what the fuzzers kept and
+/// every crash they found); a corpus that is missing or empty fails.
+pub fn replay(target: &str, check: impl Fn(&[u8])) {
+    let inputs = corpus(target);
+    assert!(!inputs.is_empty(), "the {target} corpus is empty");
+    inputs.iter().for_each(|input| check(input));
+}
+
 /// The committed corpus of `target` (`tests/fuzz/corpus/<target>/`), every file, in name
 /// order: what the replay tests feed the checks.
 pub fn corpus(target: &str) -> Vec<Vec<u8>> {
@@ -58,8 +66,6 @@ mod tests {
     // Every input the fuzzers kept (and every crash they found) goes through again.
     #[test]
     fn the_manifest_corpus_replays() {
-        let inputs = corpus("manifests");
-        assert!(!inputs.is_empty());
-        inputs.iter().for_each(|i| manifests(i));
+        replay("manifests", manifests);
     }
 }

@@ -8,6 +8,7 @@ pub mod fastpath;
 pub mod fuzzing;
 pub mod handler;
 pub mod kube;
+pub mod manifest_dir;
 pub mod metrics;
 pub mod plugin;
 pub mod server;

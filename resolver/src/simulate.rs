@@ -78,7 +78,7 @@ pub struct SimulateArgs {
 pub fn run(args: &SimulateArgs) -> Result<String, Error> {
     let file = FileConfig::load(&args.manifests)?;
     let (zones, ttl) = zones_and_ttl(&args.zones, args.default_ttl, &file)?;
-    let manifests = Manifests::load_dir(&args.manifests)?;
+    let manifests = crate::manifest_dir::load(&args.manifests)?;
     run_on(args, zones, ttl, manifests, file.zone_name.clone())
 }
 

@@ -1,7 +1,7 @@
 //! Standalone mode: a directory of manifests, compiled in-process, served by this resolver.
 //!
 //! ```text
-//!   DIR ──poll (250 ms)──▶ Manifests::load_dir ──▶ Compiler ──▶ watch<RoutingTable> ──▶ server
+//!   DIR ──poll (250 ms)──▶ manifest_dir::load ──▶ Compiler ──▶ watch<RoutingTable> ──▶ server
 //!                  bad edit: log every error, keep the last good configuration
 //!   checker views ──▶ Compiler (H1: probes run on their own schedule; queries never wait)
 //!   next deadline (shift expiry, stale checker) ──▶ compile again
@@ -84,7 +84,7 @@ impl Standalone {
             return Ok(false);
         }
         self.fingerprint = fp;
-        let manifests = Manifests::load_dir(&self.dir)?;
+        let manifests = crate::manifest_dir::load(&self.dir)?;
         for w in &manifests.warnings {
             tracing::warn!("{w}");
         }

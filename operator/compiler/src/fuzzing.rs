@@ -1,8 +1,8 @@
 //! What the fuzz targets check (`tests/fuzz`, run with cargo-afl), as plain functions: the
 //! targets call them on every input, and `cargo test` replays the committed corpora through
 //! them, so a crash found once stays a test. This crate's target reads manifests; the
-//! checker's reads HTTP responses, the resolver's DNS packets and tables. [`corpus`] is the
-//! replay's reader for all of them.
+//! checker's reads HTTP responses, the resolver's DNS packets and tables. `replay` (with the
+//! `testing` feature: it reads the corpus from the repository) replays all of them.
 //!
 //! Each check returns normally for any input and panics only when an invariant breaks.
 
@@ -35,6 +35,7 @@ pub fn manifests(data: &[u8]) {
 
 /// Runs `check` over every input of `target`'s committed corpus (what the fuzzers kept and
 /// every crash they found); a corpus that is missing or empty fails.
+#[cfg(any(test, feature = "testing"))]
 pub fn replay(target: &str, check: impl Fn(&[u8])) {
     let inputs = corpus(target);
     assert!(!inputs.is_empty(), "the {target} corpus is empty");
@@ -43,6 +44,7 @@ pub fn replay(target: &str, check: impl Fn(&[u8])) {
 
 /// The committed corpus of `target` (`tests/fuzz/corpus/<target>/`), every file, in name
 /// order: what the replay tests feed the checks.
+#[cfg(any(test, feature = "testing"))]
 pub fn corpus(target: &str) -> Vec<Vec<u8>> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../tests/fuzz/corpus")

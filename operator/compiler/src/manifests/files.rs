@@ -1,7 +1,7 @@
-//! The manifest directory's files, read as kubectl reads them, each object typed and checked.
+//! A manifest directory's files, read as kubectl reads them, each object typed and checked.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value as Json;
 
 use super::convert::{cluster_ips, endpoints_from_slices};
-use super::{CONFIG_FILE, ManifestError, Manifests};
+use super::{ManifestError, Manifests};
 use crate::Error;
 use crate::ObjectKey;
 use healthroute_api::{HealthCheck, RecordGroup, ZonalShift};
@@ -49,25 +49,6 @@ fn with_yaml_hint(message: String) -> String {
     } else {
         message
     }
-}
-
-pub(super) fn collect_files(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
-    for entry in std::fs::read_dir(dir)? {
-        let path = entry?.path();
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if name.starts_with('.') {
-            continue;
-        }
-        if path.is_dir() {
-            collect_files(&path, out)?;
-        } else if (name.ends_with(".yaml") || name.ends_with(".yml"))
-            && name != CONFIG_FILE
-            && name != "healthroute.yml"
-        {
-            out.push(path);
-        }
-    }
-    Ok(())
 }
 
 #[derive(Default)]

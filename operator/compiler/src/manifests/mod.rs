@@ -1,4 +1,5 @@
-//! Reading a directory of manifests: the input of standalone mode and of the simulator.
+//! Reading the manifests of a directory (which the resolver walks): the input of standalone
+//! mode and of the simulator.
 //!
 //! The files are what `kubectl apply` takes (multi-document YAML, `kind: List`), and they are
 //! checked as the API server would check them: types and enums by the API types, ranges and
@@ -26,11 +27,21 @@ use crate::{CheckInput, Compiler, Error, GroupInput, ObjectKey, ServiceEndpoints
 use healthroute_api::{HealthCheck, RecordGroup, ZonalShift};
 
 pub use convert::{cluster_ips, endpoints_from_slices, group_input};
+use files::Loader;
 pub use files::yaml_options;
-use files::{Loader, collect_files};
 
-/// The file in a manifest directory that configures standalone mode.
+/// The file in a manifest directory that configures standalone mode (not a manifest; nor is
+/// `healthroute.yml`).
 pub const CONFIG_FILE: &str = "healthroute.yaml";
+
+/// Whether a file of a manifest directory holds manifests: `*.yaml` or `*.yml`, not hidden,
+/// not the configuration.
+pub fn is_manifest_file(name: &str) -> bool {
+    !name.starts_with('.')
+        && (name.ends_with(".yaml") || name.ends_with(".yml"))
+        && name != CONFIG_FILE
+        && name != "healthroute.yml"
+}
 
 /// One problem in one manifest, located as precisely as it can be.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,23 +82,16 @@ pub struct Manifests {
 }
 
 impl Manifests {
-    /// Reads every `*.yaml` / `*.yml` below `dir` (sorted, recursively), except
-    /// [`CONFIG_FILE`].
-    pub fn load_dir(dir: &Path) -> Result<Manifests, Error> {
-        let mut files = Vec::new();
-        collect_files(dir, &mut files).map_err(|e| {
-            Error::Manifests(vec![ManifestError {
-                file: dir.to_path_buf(),
-                document: 0,
-                object: None,
-                field: None,
-                message: format!("cannot read the directory: {e}"),
-            }])
-        })?;
-        files.sort();
+    /// Reads a manifest directory's files, given in the order they are read, each with its
+    /// text or the error reading it; the caller walks the directory (standalone mode and the
+    /// simulator: `healthroute_resolver::manifest_dir`). Each file is parsed as it comes, so
+    /// no more than one file's text is held at a time.
+    pub fn load_files(
+        files: impl IntoIterator<Item = (PathBuf, std::io::Result<String>)>,
+    ) -> Result<Manifests, Error> {
         let mut loader = Loader::default();
-        for file in files {
-            match std::fs::read_to_string(&file) {
+        for (file, text) in files {
+            match text {
                 Ok(text) => loader.add_file(&file, &text),
                 Err(e) => loader.errors.push(ManifestError {
                     file,

@@ -274,19 +274,10 @@ impl ServingTable {
         let mut names: HashMap<Box<[u8]>, NameEntry> = HashMap::with_capacity(table.groups.len());
         let mut by_key: HashMap<Arc<str>, u32> = HashMap::with_capacity(table.groups.len());
         for group in table.groups.values() {
-            let (selection, same_zone) = group.selection_for(local_zone);
-            let wire = CompiledGroup {
-                key: group.key.clone(),
-                name: group.name.clone(),
-                record_type: group.record_type,
-                ttl: group.ttl,
-                last_resort: group.last_resort,
-                selection: selection.map(&mut |v: &Value| encode_wire(v, group.ttl)),
-                // The flag only: the zones' views are not this resolver's to serve.
-                zone_affinity: group.zone_affinity.as_ref().map(|_| Box::default()),
-            };
+            let (wire, same_zone) =
+                group.for_zone(local_zone, &mut |v: &Value| encode_wire(v, group.ttl));
             let group_counters = GroupCounters {
-                by_record: set_identifiers(selection)
+                by_record: set_identifiers(&wire.selection)
                     .iter()
                     .map(|id| counters.record(&group.key, id))
                     .collect(),

@@ -428,20 +428,25 @@ impl<V> CompiledGroup<V> {
         }
     }
 
-    pub fn map<W>(&self, f: &mut impl FnMut(&V) -> W) -> CompiledGroup<W> {
-        CompiledGroup {
+    /// The group as a resolver in `zone` serves it, its values mapped by `f`: the selection
+    /// [`selection_for`](Self::selection_for) picks, the zone views reduced to the flag (the
+    /// other zones' views are not that resolver's to serve); and whether it is `zone`'s view.
+    pub fn for_zone<W>(
+        &self,
+        zone: Option<&str>,
+        f: &mut impl FnMut(&V) -> W,
+    ) -> (CompiledGroup<W>, bool) {
+        let (selection, same_zone) = self.selection_for(zone);
+        let group = CompiledGroup {
             key: self.key.clone(),
             name: self.name.clone(),
             record_type: self.record_type,
             ttl: self.ttl,
             last_resort: self.last_resort,
-            selection: self.selection.map(f),
-            zone_affinity: self.zone_affinity.as_ref().map(|v| {
-                Box::new(ZoneViews {
-                    zones: v.zones.iter().map(|(z, s)| (z.clone(), s.map(f))).collect(),
-                })
-            }),
-        }
+            selection: selection.map(f),
+            zone_affinity: self.zone_affinity.as_ref().map(|_| Box::default()),
+        };
+        (group, same_zone)
     }
 }
 

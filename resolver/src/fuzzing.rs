@@ -90,7 +90,6 @@ fn shared() -> &'static Arc<Shared> {
             table: Default::default(),
             upstream: None,
             metrics,
-            checker: None,
             draining: Default::default(),
         };
         shared.store(table);

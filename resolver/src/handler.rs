@@ -37,8 +37,6 @@ pub struct Shared {
     pub table: ArcSwapOption<ServingTable>,
     pub upstream: Option<Forwarder>,
     pub metrics: Metrics,
-    /// The in-process checker's counters (standalone mode), exported with ours.
-    pub checker: Option<(String, Arc<healthroute_checker::CheckerMetrics>)>,
     /// Set when a stop signal arrived: /readyz turns unready while queries are still
     /// answered, so that traffic moves away before the sockets close (P9).
     pub draining: std::sync::atomic::AtomicBool,

@@ -251,7 +251,7 @@ async fn serve_standalone(args: ServeArgs, dir: PathBuf) -> Result<(), Error> {
         tracing::info!(zone, "zone-affinity answers are this zone's (A1)");
     }
     checker.start_heartbeat(Duration::from_secs(1));
-    config.checker = Some((checker.name().to_owned(), checker.metrics.clone()));
+    config.checker = Some(checker.collector());
     let on_manifests = Box::new(move |m: &healthroute_compiler::manifests::Manifests| {
         checker.sync(m.checks.iter().map(|(k, c)| (k, &c.spec)));
         tracing::info!(
@@ -313,7 +313,7 @@ async fn serve_cluster(args: ServeArgs) -> Result<(), Error> {
             events_tx,
         );
         c.start_heartbeat(Duration::from_secs(1));
-        config.checker = Some((c.name().to_owned(), c.metrics.clone()));
+        config.checker = Some(c.collector());
         checker = Some((c, events_rx));
     }
     let running = start(config, table_rx).await?;

@@ -44,7 +44,7 @@ pub struct ServeConfig {
     /// The zone this resolver runs in: groups with zone affinity answer from it (A1).
     pub local_zone: Option<String>,
     /// An in-process checker whose metrics the admin endpoint exports.
-    pub checker: Option<(String, Arc<healthroute_checker::CheckerMetrics>)>,
+    pub checker: Option<CheckerCollector>,
 }
 
 /// A running resolver.
@@ -117,7 +117,6 @@ pub async fn start(
             timeout: config.upstream_timeout,
         }),
         metrics: Metrics::new(zone_names),
-        checker: config.checker.clone(),
         draining: Default::default(),
     });
 
@@ -247,11 +246,8 @@ pub async fn start(
             let local = listener.local_addr()?;
             let mut registry = Registry::default();
             registry.register_collector(Box::new(ServingCollector(shared.clone())));
-            if let Some((name, metrics)) = &shared.checker {
-                registry.register_collector(Box::new(CheckerCollector {
-                    checker: name.clone(),
-                    metrics: metrics.clone(),
-                }));
+            if let Some(checker) = config.checker {
+                registry.register_collector(Box::new(checker));
             }
             let admin = Admin {
                 registry,

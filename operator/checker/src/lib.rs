@@ -124,7 +124,7 @@ impl Default for CheckerMetrics {
 }
 
 /// A checker's metrics in a process's registry, labelled with the checker's name.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct CheckerCollector {
     pub checker: String,
     pub metrics: Arc<CheckerMetrics>,
@@ -286,6 +286,14 @@ impl Checker {
     pub fn metric_checks_only(mut self, source: CredentialSource) -> Self {
         self.runs = Runs::Metrics(source);
         self
+    }
+
+    /// Its metrics, for the registry of the process that runs it.
+    pub fn collector(&self) -> CheckerCollector {
+        CheckerCollector {
+            checker: self.name.clone(),
+            metrics: self.metrics.clone(),
+        }
     }
 
     pub fn name(&self) -> &str {

@@ -53,6 +53,28 @@ impl Scope {
             Scope::All => Api::all(client.clone()),
         }
     }
+
+    /// Every `K` in the scope that `params` selects; `what` names the request in the error.
+    async fn list<K>(
+        &self,
+        client: &Client,
+        params: &ListParams,
+        what: &'static str,
+    ) -> Result<Vec<K>, Error>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+        K::DynamicType: Default,
+    {
+        Ok(self
+            .api::<K>(client)
+            .list(params)
+            .await
+            .map_err(err(what))?
+            .items)
+    }
 }
 
 /// Output format.
@@ -106,10 +128,8 @@ pub async fn status(
     output: Output,
 ) -> Result<String, Error> {
     let groups = scope
-        .api::<RecordGroup>(client)
-        .list(&ListParams::default())
-        .await
-        .map_err(err("cannot list RecordGroups"))?;
+        .list::<RecordGroup>(client, &ListParams::default(), "cannot list RecordGroups")
+        .await?;
     let leases = Api::<Lease>::namespaced(client.clone(), table_namespace)
         .list(&ListParams::default().labels(CHECKER_LABEL))
         .await
@@ -133,7 +153,7 @@ pub async fn status(
     resolvers.sort();
     let mut rows = Vec::new();
     let mut items = Vec::new();
-    for g in &groups.items {
+    for g in &groups {
         let st = g.status.clone().unwrap_or_default();
         let served = match (st.served, st.served_generation) {
             (true, Some(generation)) => generation.to_string(),
@@ -177,7 +197,7 @@ pub async fn status(
         ],
         &rows,
     );
-    if groups.items.is_empty() {
+    if groups.is_empty() {
         out = "no RecordGroups\n".into();
     }
     match (resolvers.len(), generations.len()) {
@@ -203,13 +223,10 @@ pub async fn status(
 /// `checks`: each HealthCheck with every checker's view and the quorum.
 pub async fn checks(client: &Client, scope: &Scope, output: Output) -> Result<String, Error> {
     let list = scope
-        .api::<HealthCheck>(client)
-        .list(&ListParams::default())
-        .await
-        .map_err(err("cannot list HealthChecks"))?;
+        .list::<HealthCheck>(client, &ListParams::default(), "cannot list HealthChecks")
+        .await?;
     if output == Output::Json {
         let items: Vec<Json> = list
-            .items
             .iter()
             .map(|c| {
                 json!({
@@ -226,7 +243,7 @@ pub async fn checks(client: &Client, scope: &Scope, output: Output) -> Result<St
         return Ok(json_text(&Json::Array(items)));
     }
     let mut out = String::new();
-    for c in &list.items {
+    for c in &list {
         let st = c.status.clone().unwrap_or_default();
         let target = match (&c.spec.target, &c.spec.metric, &c.spec.calculated) {
             (Some(t), _, _) => format!("{}:{}", t.address, t.port),
@@ -290,7 +307,7 @@ pub async fn checks(client: &Client, scope: &Scope, output: Output) -> Result<St
             ));
         }
     }
-    if list.items.is_empty() {
+    if list.is_empty() {
         out.push_str("no HealthChecks\n");
     }
     Ok(out)
@@ -302,40 +319,34 @@ async fn cluster_manifests(client: &Client, namespace: &str) -> Result<Manifests
     let key = |name: String| ObjectKey::new(namespace, name);
     let mut m = Manifests::default();
     for g in ns
-        .api::<RecordGroup>(client)
-        .list(&ListParams::default())
-        .await
-        .map_err(err("cannot list RecordGroups"))?
+        .list::<RecordGroup>(client, &ListParams::default(), "cannot list RecordGroups")
+        .await?
     {
         m.groups.insert(key(g.name_any()), g);
     }
     for c in ns
-        .api::<HealthCheck>(client)
-        .list(&ListParams::default())
-        .await
-        .map_err(err("cannot list HealthChecks"))?
+        .list::<HealthCheck>(client, &ListParams::default(), "cannot list HealthChecks")
+        .await?
     {
         m.checks.insert(key(c.name_any()), c);
     }
     for s in ns
-        .api::<ZonalShift>(client)
-        .list(&ListParams::default())
-        .await
-        .map_err(err("cannot list ZonalShifts"))?
+        .list::<ZonalShift>(client, &ListParams::default(), "cannot list ZonalShifts")
+        .await?
     {
         m.shifts.insert(key(s.name_any()), s);
     }
     let slices = ns
-        .api::<EndpointSlice>(client)
-        .list(&ListParams::default().labels("kubernetes.io/service-name"))
-        .await
-        .map_err(err("cannot list EndpointSlices"))?;
-    m.services = endpoints_from_slices(&slices.items);
+        .list::<EndpointSlice>(
+            client,
+            &ListParams::default().labels("kubernetes.io/service-name"),
+            "cannot list EndpointSlices",
+        )
+        .await?;
+    m.services = endpoints_from_slices(&slices);
     for svc in ns
-        .api::<Service>(client)
-        .list(&ListParams::default())
-        .await
-        .map_err(err("cannot list Services"))?
+        .list::<Service>(client, &ListParams::default(), "cannot list Services")
+        .await?
     {
         let k = ObjectKey::new(namespace, svc.name_any());
         m.services.entry(k).or_default().cluster_ips = cluster_ips(&svc);
@@ -590,13 +601,10 @@ pub async fn shift_cancel(client: &Client, namespace: &str, name: &str) -> Resul
 /// `shift list`: every shift, its state and what it applies to.
 pub async fn shift_list(client: &Client, scope: &Scope, output: Output) -> Result<String, Error> {
     let list = scope
-        .api::<ZonalShift>(client)
-        .list(&ListParams::default())
-        .await
-        .map_err(err("cannot list ZonalShifts"))?;
+        .list::<ZonalShift>(client, &ListParams::default(), "cannot list ZonalShifts")
+        .await?;
     if output == Output::Json {
         let items: Vec<Json> = list
-            .items
             .iter()
             .map(|s| {
                 json!({"zonalShift": format!("{}/{}", s.namespace().unwrap_or_default(), s.name_any()),
@@ -607,11 +615,10 @@ pub async fn shift_list(client: &Client, scope: &Scope, output: Output) -> Resul
             .collect();
         return Ok(json_text(&Json::Array(items)));
     }
-    if list.items.is_empty() {
+    if list.is_empty() {
         return Ok("no ZonalShifts\n".into());
     }
     let rows: Vec<Vec<String>> = list
-        .items
         .iter()
         .map(|s| {
             let st = s.status.clone().unwrap_or_default();

@@ -116,19 +116,7 @@ pub fn run_on(
     let mut compiler = Compiler::new(zones.clone(), ttl).explaining();
     let _ = manifests.clone().apply_to(&mut compiler, None);
     for wanted in &args.unhealthy {
-        let keys: Vec<ObjectKey> = manifests
-            .checks
-            .keys()
-            .filter(|k| k.to_string() == *wanted || *k.name == **wanted)
-            .cloned()
-            .collect();
-        if keys.is_empty() {
-            return Err(Error::NoSuchCheck {
-                flag: "--unhealthy",
-                name: wanted.clone(),
-            });
-        }
-        for key in keys {
+        for key in checks_named(&manifests, "--unhealthy", wanted, wanted)? {
             if manifests.checks[&key].spec.check_type == CheckType::Calculated {
                 return Err(Error::CalculatedUnhealthy(wanted.clone()));
             }
@@ -147,19 +135,7 @@ pub fn run_on(
         let (name, state) = wanted
             .split_once('=')
             .ok_or_else(|| Error::AlarmForm(wanted.clone()))?;
-        let keys: Vec<ObjectKey> = manifests
-            .checks
-            .keys()
-            .filter(|k| k.to_string() == name || &*k.name == name)
-            .cloned()
-            .collect();
-        if keys.is_empty() {
-            return Err(Error::NoSuchCheck {
-                flag: "--alarm",
-                name: wanted.clone(),
-            });
-        }
-        for key in keys {
+        for key in checks_named(&manifests, "--alarm", name, wanted)? {
             let spec = &manifests.checks[&key].spec;
             let Some(metric) = spec
                 .metric
@@ -172,15 +148,18 @@ pub fn run_on(
                 });
             };
             use healthroute_api::InsufficientDataHealthStatus as Nodata;
-            let healthy = match state.to_ascii_lowercase().as_str() {
-                "ok" => Some(true),
-                "alarm" => Some(false),
-                "nodata" => match metric.insufficient_data_health_status.unwrap_or_default() {
-                    Nodata::Healthy => Some(true),
-                    Nodata::Unhealthy => Some(false),
-                    // No observation: the check keeps the status it had (H13, H6).
-                    Nodata::LastKnownStatus => None,
-                },
+            let (evaluation, healthy) = match state.to_ascii_lowercase().as_str() {
+                "ok" => ("OK", Some(true)),
+                "alarm" => ("ALARM", Some(false)),
+                "nodata" => (
+                    "INSUFFICIENT_DATA",
+                    match metric.insufficient_data_health_status.unwrap_or_default() {
+                        Nodata::Healthy => Some(true),
+                        Nodata::Unhealthy => Some(false),
+                        // No observation: the check keeps the status it had (H13, H6).
+                        Nodata::LastKnownStatus => None,
+                    },
+                ),
                 other => {
                     return Err(Error::AlarmState {
                         wanted: wanted.clone(),
@@ -195,14 +174,7 @@ pub fn run_on(
                         checker: SIMULATOR.into(),
                         zone: None,
                         healthy,
-                        message: Some(format!(
-                            "{}: simulated (--alarm {state})",
-                            match state.to_ascii_lowercase().as_str() {
-                                "ok" => "OK",
-                                "alarm" => "ALARM",
-                                _ => "INSUFFICIENT_DATA",
-                            }
-                        )),
+                        message: Some(format!("{evaluation}: simulated (--alarm {state})")),
                     },
                 );
             }
@@ -572,6 +544,29 @@ fn explain(
             }
         }
     }
+}
+
+/// The HealthChecks that `name` (`namespace/name`, or a name alone) means; none is an error
+/// for `flag`, quoting what was `wanted`.
+fn checks_named(
+    manifests: &Manifests,
+    flag: &'static str,
+    name: &str,
+    wanted: &str,
+) -> Result<Vec<ObjectKey>, Error> {
+    let keys: Vec<ObjectKey> = manifests
+        .checks
+        .keys()
+        .filter(|k| k.to_string() == name || &*k.name == name)
+        .cloned()
+        .collect();
+    if keys.is_empty() {
+        return Err(Error::NoSuchCheck {
+            flag,
+            name: wanted.to_owned(),
+        });
+    }
+    Ok(keys)
 }
 
 #[cfg(test)]

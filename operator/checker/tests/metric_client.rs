@@ -8,7 +8,7 @@ mod support {
     pub mod tls;
 }
 
-use support::http::read_head;
+use support::http::{read_head, silent_server};
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -211,14 +211,7 @@ async fn the_policy_and_the_timeouts_hold() {
     }
     assert!(heads.lock().expect("lock").is_empty(), "nothing was sent");
 
-    let silent = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = silent.local_addr().expect("addr");
-    tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((s, _)) = silent.accept().await {
-            held.push(s);
-        }
-    });
+    let addr = silent_server().await;
     let started = Instant::now();
     match eval(
         &endpoint(&format!("http://{addr}"), Credentials::default()),

@@ -6,7 +6,7 @@ mod support {
     pub mod tls;
 }
 
-use support::http::read_head;
+use support::http::{read_head, silent_server};
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -196,14 +196,7 @@ async fn trickling_body_times_out() {
 // SEM-H2: a server that accepts and never answers fails after the response timeout.
 #[tokio::test]
 async fn silent_server_times_out() {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((s, _)) = listener.accept().await {
-            held.push(s);
-        }
-    });
+    let addr = silent_server().await;
     let obs = probe(&spec(ProbeKind::Http, addr), &policy()).await;
     assert!(!obs.healthy);
     assert_eq!(obs.reason, "timeout after 1 s");

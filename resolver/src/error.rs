@@ -54,8 +54,6 @@ pub enum Error {
     Io(#[from] std::io::Error),
     #[error(transparent)]
     Json(#[from] serde_json::Error),
-    #[error(transparent)]
-    Runtime(#[from] healthroute_admin::Error),
 
     // Forwarding (D5).
     #[error("no answer from {upstream} within {timeout:?}")]
@@ -111,8 +109,6 @@ pub enum Error {
         #[source]
         source: healthroute_api::Error,
     },
-    #[error("--expires-in {0}: a shift lasts from 1m to 72h (Z4)")]
-    ShiftLength(String),
     #[error(
         "zonalshift {namespace}/{name} has ended; start a new one (`kubectl healthroute shift start`)"
     )]

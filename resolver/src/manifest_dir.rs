@@ -3,40 +3,69 @@
 //! out), read one file at a time into the compiler's manifest loader.
 
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 use healthroute_compiler::Error;
 use healthroute_compiler::manifests::{ManifestError, Manifests, is_manifest_file};
 
 /// Loads the manifests of `dir`; every problem, with its file, object and field, or nothing.
 pub fn load(dir: &Path) -> Result<Manifests, Error> {
+    read(files(dir).map_err(|e| unreadable(dir, e))?)
+}
+
+/// One manifest file as listed: its path, size and modification time. A listing that is the
+/// same as the last one is a directory that did not change.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ManifestFile {
+    pub path: PathBuf,
+    pub len: u64,
+    pub modified: Option<SystemTime>,
+}
+
+/// The manifest files below `dir`, in path order.
+pub fn files(dir: &Path) -> std::io::Result<Vec<ManifestFile>> {
     let mut files = Vec::new();
-    collect(dir, &mut files).map_err(|e| {
-        Error::Manifests(vec![ManifestError {
-            file: dir.to_path_buf(),
-            document: 0,
-            object: None,
-            field: None,
-            message: format!("cannot read the directory: {e}"),
-        }])
-    })?;
+    collect(dir, &mut files)?;
     files.sort();
+    Ok(files)
+}
+
+/// Reads `files` (from [`files`]) one at a time into the manifest loader.
+pub fn read(files: Vec<ManifestFile>) -> Result<Manifests, Error> {
     Manifests::load_files(files.into_iter().map(|file| {
-        let text = std::fs::read_to_string(&file);
-        (file, text)
+        let text = std::fs::read_to_string(&file.path);
+        (file.path, text)
     }))
 }
 
-fn collect(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+/// The error of a directory that cannot be listed.
+pub fn unreadable(dir: &Path, e: impl std::fmt::Display) -> Error {
+    Error::Manifests(vec![ManifestError {
+        file: dir.to_path_buf(),
+        document: 0,
+        object: None,
+        field: None,
+        message: format!("cannot read the directory: {e}"),
+    }])
+}
+
+fn collect(dir: &Path, out: &mut Vec<ManifestFile>) -> std::io::Result<()> {
     for entry in std::fs::read_dir(dir)? {
         let path = entry?.path();
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
         if name.starts_with('.') {
             continue;
         }
-        if path.is_dir() {
+        // Followed through symlinks; one that leads nowhere is read, and fails, as a file.
+        let meta = std::fs::metadata(&path).ok();
+        if meta.as_ref().is_some_and(|m| m.is_dir()) {
             collect(&path, out)?;
         } else if is_manifest_file(name) {
-            out.push(path);
+            out.push(ManifestFile {
+                len: meta.as_ref().map_or(0, |m| m.len()),
+                modified: meta.and_then(|m| m.modified().ok()),
+                path,
+            });
         }
     }
     Ok(())

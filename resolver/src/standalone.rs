@@ -1,19 +1,21 @@
 //! Standalone mode: a directory of manifests, compiled in-process, served by this resolver.
 //!
 //! ```text
-//!   DIR ──poll (250 ms)──▶ manifest_dir::load ──▶ Compiler ──▶ watch<RoutingTable> ──▶ server
+//!   DIR ──poll (250 ms): manifest_dir::files, changed? ──▶ manifest_dir::read
+//!       ──▶ Compiler ──▶ watch<RoutingTable> ──▶ server
 //!                  bad edit: log every error, keep the last good configuration
 //!   checker views ──▶ Compiler (H1: probes run on their own schedule; queries never wait)
 //!   next deadline (shift expiry, stale checker) ──▶ compile again
 //! ```
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use healthroute_checker::CheckerEvent;
 
 use crate::error::Error;
+use crate::manifest_dir::{self, ManifestFile};
 use healthroute_compiler::manifests::{AppliedKeys, Manifests};
 use healthroute_compiler::{Compiler, ServedZones};
 use healthroute_table::{RoutingTable, Value};
@@ -23,27 +25,8 @@ use tokio::sync::{mpsc, watch};
 /// How often the directory is checked for changes.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(250);
 
-/// What identifies the state of the directory: every manifest file's path, size and mtime.
-fn fingerprint(dir: &Path) -> Vec<(PathBuf, u64, Option<SystemTime>)> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let path = e.path();
-            let Ok(meta) = e.metadata() else { continue };
-            if meta.is_dir() {
-                stack.push(path);
-            } else {
-                out.push((path, meta.len(), meta.modified().ok()));
-            }
-        }
-    }
-    out.sort();
-    out
-}
+/// What identifies the state of the directory: its listing, or why it cannot be listed.
+type Fingerprint = Result<Vec<ManifestFile>, String>;
 
 /// The compile loop of standalone mode. Publishes a table after every change that changes it.
 pub struct Standalone {
@@ -51,7 +34,7 @@ pub struct Standalone {
     compiler: Compiler,
     /// What the last good load applied (keys only: the compiler holds the objects).
     applied: Option<AppliedKeys>,
-    fingerprint: Vec<(PathBuf, u64, Option<SystemTime>)>,
+    fingerprint: Fingerprint,
     tables: watch::Sender<Option<Arc<RoutingTable<Value>>>>,
     /// Called with the manifests after each good load (the checker follows the checks).
     on_manifests: Box<dyn FnMut(&Manifests) + Send>,
@@ -70,7 +53,7 @@ impl Standalone {
             // Standalone mode writes no status: the per-record texts would only take memory.
             compiler: Compiler::new(zones, default_ttl).without_statuses(),
             applied: None,
-            fingerprint: Vec::new(),
+            fingerprint: Ok(Vec::new()),
             tables,
             on_manifests,
         }
@@ -79,12 +62,14 @@ impl Standalone {
     /// Loads the directory if it changed. Returns an error (and changes nothing) when a
     /// manifest is bad.
     pub fn reload(&mut self) -> Result<bool, Error> {
-        let fp = fingerprint(&self.dir);
-        if fp == self.fingerprint && self.applied.is_some() {
+        // One listing of the directory both tells whether it changed and is what is read.
+        let listing: Fingerprint = manifest_dir::files(&self.dir).map_err(|e| e.to_string());
+        if listing == self.fingerprint && self.applied.is_some() {
             return Ok(false);
         }
-        self.fingerprint = fp;
-        let manifests = crate::manifest_dir::load(&self.dir)?;
+        self.fingerprint = listing.clone();
+        let files = listing.map_err(|e| manifest_dir::unreadable(&self.dir, e))?;
+        let manifests = manifest_dir::read(files)?;
         for w in &manifests.warnings {
             tracing::warn!("{w}");
         }

@@ -691,7 +691,8 @@ mod tests {
     // SEM-H12: a check unhealthy because its checkers refuse the target says so in its reason.
     #[test]
     fn a_denied_target_is_named_in_the_reason() {
-        use healthroute_compiler::health::{CheckInput, DENIED_BY_POLICY, probe_health};
+        use healthroute_api::DENIED_BY_POLICY;
+        use healthroute_compiler::health::{CheckInput, probe_health};
         use healthroute_compiler::testing::{mk_check, mk_view};
         let mut check = CheckInput::new(mk_check("web"));
         let mut view = mk_view("zone-a", false);

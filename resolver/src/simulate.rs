@@ -206,7 +206,7 @@ pub fn run_on(
         .filter(|k| {
             manifests.groups.get(*k).is_some_and(|g| {
                 normalize_name(&g.spec.name).ok().as_deref() == Some(name.as_str())
-                    && RecordType::from(g.spec.record_type) == rtype
+                    && healthroute_compiler::group::record_type(g.spec.record_type) == rtype
             })
         })
         .cloned()

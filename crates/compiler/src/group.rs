@@ -21,11 +21,21 @@ use healthroute_table::{
 
 use healthroute_api::{
     AppliedStatus, DEFAULT_MINIMUM_ZONE_CAPACITY_PERCENT, NotAppliedReason, RecordGroupSpec,
-    RecordSpec, RecordStatus, RoutingPolicy, ServiceAddresses, ZoneAffinity,
+    RecordSpec, RecordStatus, RecordTypeSpec, RoutingPolicy, ServiceAddresses, ZoneAffinity,
 };
 
 use super::health::CheckHealth;
 use super::{ObjectKey, ServedZones, ServiceEndpoints, reasons};
+
+/// The table's record type of an API record type (the API crate does not know the table).
+pub fn record_type(spec: RecordTypeSpec) -> RecordType {
+    match spec {
+        RecordTypeSpec::A => RecordType::A,
+        RecordTypeSpec::Aaaa => RecordType::Aaaa,
+        RecordTypeSpec::Cname => RecordType::Cname,
+        RecordTypeSpec::Txt => RecordType::Txt,
+    }
+}
 
 /// What an alias needs to know about its target.
 #[derive(Clone, Debug, PartialEq)]
@@ -142,7 +152,7 @@ pub fn validate(
             ),
         ));
     }
-    let rtype = RecordType::from(spec.record_type);
+    let rtype = record_type(spec.record_type);
     if spec.records.is_empty() {
         return Err(invalid("a group needs at least one record".into()));
     }
@@ -302,7 +312,7 @@ pub fn compile(
     parsed: &[ParsedRecord],
     default_ttl: u32,
 ) -> GroupOutcome {
-    let rtype = RecordType::from(spec.record_type);
+    let rtype = record_type(spec.record_type);
     let mut explain = Explain(env.explain.then(Vec::new));
 
     // Z5: the oldest active shift wins; the others conflict.

@@ -92,7 +92,7 @@ fn fail(start: Instant, why: Error) -> Observation {
     }
 }
 
-pub use healthroute_compiler::health::DENIED_BY_POLICY;
+pub use healthroute_api::DENIED_BY_POLICY;
 
 /// Why `text`, written by a user into a request line or a header, cannot be sent: a control
 /// character or a space would end the line early and let the rest become headers or a second

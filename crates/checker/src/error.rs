@@ -6,7 +6,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use healthroute_compiler::health::DENIED_BY_POLICY;
+use healthroute_api::DENIED_BY_POLICY;
 
 use crate::probe::SEARCH_WINDOW;
 

@@ -10,21 +10,7 @@ use jiff::Timestamp;
 
 use healthroute_api::{CheckType, HealthCheckSpec};
 
-use super::ObjectKey;
-
-/// In a view's message: the checker refused to probe the target (its policy denies the
-/// address, or the request would carry unsafe bytes; SEMANTICS H12).
-pub const DENIED_BY_POLICY: &str = "denied by checker policy";
-
-/// One checker's thresholded view of one check.
-#[derive(Clone, Debug, PartialEq)]
-pub struct CheckerView {
-    pub checker: String,
-    pub zone: Option<String>,
-    pub healthy: bool,
-    /// The last observation's reason ("200 OK in 3 ms", "connect refused").
-    pub message: Option<String>,
-}
+use healthroute_api::{CheckerView, DENIED_BY_POLICY, ObjectKey};
 
 /// A check as the compiler sees it: its spec, the views reported so far, and the status it
 /// had (kept when no checker is reachable, H7).

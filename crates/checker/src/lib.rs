@@ -32,7 +32,7 @@ use tracing::Instrument;
 use healthroute_api::{
     CheckType, HealthCheckSpec, InsufficientDataHealthStatus, MetricCheck, PrometheusSource,
 };
-use healthroute_compiler::{CheckerView, ObjectKey};
+use healthroute_api::{CheckerView, ObjectKey};
 use metric::{Credentials, Endpoint, Evaluation};
 
 pub use error::{Error, UrlProblem};

@@ -9,8 +9,8 @@ use std::io::{BufRead, BufReader, Write};
 use std::time::{Duration, Instant};
 
 use healthroute_api::HealthCheckSpec;
+use healthroute_api::ObjectKey;
 use healthroute_checker::{Checker, TargetPolicy};
-use healthroute_compiler::ObjectKey;
 
 const CHECKS: usize = 10_000;
 const PORTS: usize = 10;

@@ -28,7 +28,6 @@ pub mod testing;
 mod tests;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::fmt;
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -42,7 +41,8 @@ use healthroute_api::{
 
 pub use error::Error;
 pub use group::{GroupOutcome, Rejection};
-pub use health::{CheckHealth, CheckInput, CheckerView};
+pub use health::{CheckHealth, CheckInput};
+pub use healthroute_api::{CheckerView, ObjectKey};
 pub use shift::{ShiftClock, ShiftInput};
 
 /// Reasons of the `Compiled` condition, and of rejections (SEMANTICS S8).
@@ -69,36 +69,6 @@ pub mod reasons {
 
 /// The zone default TTL (SEMANTICS D7).
 pub const DEFAULT_TTL: u32 = 60;
-
-/// `namespace/name` of an object. The compiler keeps a key in several maps and indexes; the
-/// parts are shared (`Arc<str>`), so a copy of a key allocates nothing.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ObjectKey {
-    pub namespace: Arc<str>,
-    pub name: Arc<str>,
-}
-
-impl ObjectKey {
-    pub fn new(namespace: impl AsRef<str>, name: impl AsRef<str>) -> Self {
-        ObjectKey {
-            namespace: namespace.as_ref().into(),
-            name: name.as_ref().into(),
-        }
-    }
-    /// The key of `name` in this key's namespace (which it shares).
-    pub fn sibling(&self, name: &str) -> Self {
-        ObjectKey {
-            namespace: self.namespace.clone(),
-            name: name.into(),
-        }
-    }
-}
-
-impl fmt::Display for ObjectKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.namespace, self.name)
-    }
-}
 
 /// The zones the resolvers are authoritative for, normalised (lower case, trailing dot).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -606,7 +576,7 @@ impl Compiler {
                 ),
             )));
         }
-        let rtype = RecordType::from(input.spec.record_type);
+        let rtype = group::record_type(input.spec.record_type);
         for target in parsed.iter().filter_map(|p| p.alias.as_ref()) {
             if self.alias_reaches(target, key) {
                 return Some(GroupOutcome::rejected(Rejection::new(
@@ -621,7 +591,7 @@ impl Compiler {
                         format!("alias target RecordGroup {target} does not exist"),
                     )));
                 }
-                Some(t) if RecordType::from(t.spec.record_type) != rtype => {
+                Some(t) if group::record_type(t.spec.record_type) != rtype => {
                     return Some(GroupOutcome::rejected(Rejection::new(
                         reasons::TYPE_MISMATCH,
                         format!(
@@ -673,7 +643,7 @@ impl Compiler {
         name: &str,
         input: &GroupInput,
     ) -> Option<&ObjectKey> {
-        let mine = RecordType::from(input.spec.record_type);
+        let mine = group::record_type(input.spec.record_type);
         let conflicts = |other: RecordType| {
             other == mine || other == RecordType::Cname || mine == RecordType::Cname
         };
@@ -687,7 +657,7 @@ impl Compiler {
             .filter(|k| {
                 self.groups
                     .get(*k)
-                    .is_some_and(|g| conflicts(RecordType::from(g.spec.record_type)))
+                    .is_some_and(|g| conflicts(group::record_type(g.spec.record_type)))
             })
             .min_by_key(|k| age(k))
             .filter(|w| *w != key)

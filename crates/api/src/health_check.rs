@@ -1,0 +1,287 @@
+//! `HealthCheck`: a probe run by checkers in several zones, a calculation over other checks,
+//! or a Prometheus query (SEMANTICS H1-H14).
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::{CustomResource, KubeSchema};
+use serde::{Deserialize, Serialize};
+
+/// A periodic probe of an endpoint (HTTP, HTTPS, TCP) or a calculation over other checks.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "healthroute.io",
+    version = "v1alpha1",
+    kind = "HealthCheck",
+    namespaced,
+    status = "HealthCheckStatus",
+    shortname = "hc",
+    doc = "A health check: an HTTP, HTTPS or TCP probe run by checkers in several zones, a calculation over other checks, or a Prometheus query.",
+    printcolumn(name = "Type", type_ = "string", json_path = ".spec.type"),
+    printcolumn(name = "Target", type_ = "string", json_path = ".spec.target.address"),
+    printcolumn(name = "Port", type_ = "integer", json_path = ".spec.target.port"),
+    printcolumn(name = "Healthy", type_ = "boolean", json_path = ".status.healthy"),
+    printcolumn(
+        name = "Alarm",
+        type_ = "string",
+        json_path = ".status.metric.state",
+        description = "Metric checks: OK, ALARM or INSUFFICIENT_DATA at the last evaluation"
+    ),
+    printcolumn(
+        name = "Checkers",
+        type_ = "string",
+        json_path = ".status.checkersHealthy",
+        description = "checkers whose own view is healthy / reachable checkers"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[x_kube(
+    validation = Rule::new("self.type == 'Calculated' || self.type == 'Metric' || has(self.target)").message("target is required for HTTP, HTTPS and TCP checks"),
+    validation = Rule::new("(self.type != 'Calculated' && self.type != 'Metric') || !has(self.target)").message("target is not allowed for Calculated and Metric checks"),
+    validation = Rule::new("self.type == 'Metric' ? has(self.metric) : !has(self.metric)").message("metric is required for, and only allowed with, type Metric"),
+    validation = Rule::new("self.type == 'Calculated' ? has(self.calculated) : !has(self.calculated)").message("calculated is required for, and only allowed with, type Calculated"),
+    validation = Rule::new("!has(self.searchString) || self.type == 'HTTP' || self.type == 'HTTPS'").message("searchString is only allowed with HTTP and HTTPS checks"),
+    validation = Rule::new("!has(self.target) || !has(self.target.path) || self.type == 'HTTP' || self.type == 'HTTPS'").message("target.path is only allowed with HTTP and HTTPS checks"),
+)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthCheckSpec {
+    /// What the check does: HTTP, HTTPS, TCP, or Calculated (over other checks).
+    #[serde(rename = "type")]
+    pub check_type: CheckType,
+    /// Where HTTP, HTTPS and TCP probes go. Required for those types, absent for Calculated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<ProbeTarget>,
+    /// HTTP(S) only: the check passes only when this string (1 to 255 bytes, case-sensitive)
+    /// appears within the first 5,120 bytes of the response body.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 255))]
+    #[x_kube(validation = Rule::new("bytes(self).size() <= 255").message("searchString is at most 255 bytes"))]
+    pub search_string: Option<String>,
+    /// Seconds between two probes from one checker (1 to 300).
+    #[serde(default = "default_request_interval")]
+    #[schemars(range(min = 1, max = 300))]
+    pub request_interval_seconds: u32,
+    /// Consecutive failures (or successes) that flip a checker's view (1 to 10).
+    #[serde(default = "default_failure_threshold")]
+    #[schemars(range(min = 1, max = 10))]
+    pub failure_threshold: u32,
+    /// Seconds to establish the connection. Default 4 for HTTP and HTTPS, 10 for TCP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 60))]
+    pub connect_timeout_seconds: Option<u32>,
+    /// HTTP(S): seconds from connecting to the status line (and the search string). Default 2.
+    #[serde(default = "default_response_timeout")]
+    #[schemars(range(min = 1, max = 60))]
+    pub response_timeout_seconds: u32,
+    /// The check is healthy when more than this percentage of reachable checkers see it
+    /// healthy (0 to 100, default 18).
+    #[serde(default = "default_healthy_checker_percent")]
+    #[schemars(range(min = 0, max = 100))]
+    pub healthy_checker_percent: u32,
+    /// Negates the final status.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub inverted: bool,
+    /// Always healthy, whatever `inverted` says.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub disabled: bool,
+    /// Type Calculated only: healthy when at least `healthThreshold` children are healthy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calculated: Option<CalculatedCheck>,
+    /// Type Metric only: a Prometheus query, in ALARM (unhealthy) while it returns samples
+    /// (SEMANTICS H13-H15).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metric: Option<MetricCheck>,
+}
+
+/// A Prometheus alert expression as a health check (H13).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MetricCheck {
+    pub prometheus: PrometheusSource,
+    /// An instant query (PromQL). Samples in the result: ALARM; an empty vector: OK.
+    #[schemars(length(min = 1, max = 4096))]
+    pub query: String,
+    /// What an evaluation without data (a query error, a timeout, Prometheus unreachable)
+    /// counts as: `Healthy`, `Unhealthy`, or `LastKnownStatus` (the default: no observation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub insufficient_data_health_status: Option<InsufficientDataHealthStatus>,
+}
+
+/// Where the Prometheus HTTP API is, and how to authenticate to it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PrometheusSource {
+    /// Base URL of the Prometheus server, `http://` or `https://` (`/api/v1/query` is added).
+    #[schemars(length(min = 1, max = 2048))]
+    #[x_kube(validation = Rule::new("self.matches('^https?://[^/?#@ ]+(/[^?# ]*)?$')").message("url must be http:// or https://, a host and an optional path, without credentials, query or fragment"))]
+    pub url: String,
+    /// A Secret in the check's namespace whose key holds the bearer token (cluster).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bearer_token_secret_ref: Option<SecretKeyRef>,
+    /// A Secret in the check's namespace whose key holds the CA bundle (PEM) that signs the
+    /// server's certificate (cluster). Without one, an https URL is verified against nothing
+    /// and refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_secret_ref: Option<SecretKeyRef>,
+    /// Standalone mode: a file holding the bearer token (relative to the manifest directory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bearer_token_file: Option<String>,
+    /// Standalone mode: a PEM file of the CA bundle (relative to the manifest directory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<String>,
+}
+
+/// A key of a Secret in the object's namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretKeyRef {
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    #[schemars(length(min = 1, max = 253))]
+    pub key: String,
+}
+
+/// What a Metric check's evaluation without data counts as (H13).
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema,
+)]
+pub enum InsufficientDataHealthStatus {
+    Healthy,
+    Unhealthy,
+    #[default]
+    LastKnownStatus,
+}
+
+pub(crate) fn is_false(b: &bool) -> bool {
+    !*b
+}
+fn default_request_interval() -> u32 {
+    30
+}
+fn default_failure_threshold() -> u32 {
+    3
+}
+fn default_response_timeout() -> u32 {
+    2
+}
+fn default_healthy_checker_percent() -> u32 {
+    18
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
+pub enum CheckType {
+    #[serde(rename = "HTTP")]
+    Http,
+    #[serde(rename = "HTTPS")]
+    Https,
+    #[serde(rename = "TCP")]
+    Tcp,
+    Calculated,
+    /// A Prometheus query (H13).
+    Metric,
+}
+
+impl HealthCheckSpec {
+    /// The connect timeout in force: the configured one, else 4 s (HTTP/S) or 10 s (TCP).
+    pub fn connect_timeout_seconds(&self) -> u32 {
+        self.connect_timeout_seconds
+            .unwrap_or(match self.check_type {
+                CheckType::Tcp => 10,
+                _ => 4,
+            })
+    }
+}
+
+/// Where a probe connects.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProbeTarget {
+    /// An IP address or a DNS name.
+    #[schemars(length(min = 1, max = 253))]
+    #[x_kube(validation = Rule::new("self.matches('^[A-Za-z0-9._:-]+$')").message("address must be an IP address or a DNS name"))]
+    pub address: String,
+    /// TCP port, 1 to 65535.
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: u16,
+    /// HTTP(S) only: the request path, default "/".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 1024))]
+    #[x_kube(validation = Rule::new("self.startsWith('/')").message("path must start with /"))]
+    #[x_kube(validation = Rule::new("!self.matches('[\\x00-\\x20\\x7f]')").message("path must not hold spaces or control characters (they would end the request line)"))]
+    pub path: Option<String>,
+    /// HTTP(S) only: the Host header and the TLS server name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    #[x_kube(validation = Rule::new("!self.matches('[\\x00-\\x20\\x7f]')").message("host must not hold spaces or control characters"))]
+    pub host: Option<String>,
+}
+
+/// A check computed from other checks (SEMANTICS H10).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CalculatedCheck {
+    /// Names of HealthChecks in the same namespace (not Calculated ones), at most 256.
+    #[schemars(length(max = 256))]
+    pub children: Vec<String>,
+    /// Healthy when at least this many children are healthy. 0: always healthy.
+    #[schemars(range(min = 0, max = 256))]
+    pub health_threshold: u32,
+}
+
+/// What the checkers and the operator report about a HealthCheck.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthCheckStatus {
+    /// The final status, after quorum, inversion and disabling.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub healthy: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<Time>,
+    /// "healthy/reachable" checkers, for `kubectl get hc`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkers_healthy: Option<String>,
+    /// One entry per checker: its own thresholded view and when it last reported.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
+    pub checkers: Vec<CheckerStatus>,
+    /// Type Metric: the last evaluation (H14).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metric: Option<MetricStatus>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// The last evaluation of a Metric check (H14).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MetricStatus {
+    /// `OK`, `ALARM` or `INSUFFICIENT_DATA`.
+    pub state: String,
+    /// The samples, in words: "no samples", "2 samples, first 0.07".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    /// Why there was no data, when there was none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_evaluated: Option<Time>,
+}
+
+/// One checker's view of a check (SEMANTICS H5, already thresholded).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckerStatus {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+    pub healthy: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_observed: Option<Time>,
+    /// The last observation: "200 OK in 3 ms", "connect refused", ...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use healthroute_admin::endpoint::{self, Admin, Readiness};
-use healthroute_admin::lifecycle;
+use healthroute_admin::lifecycle::{self, LogFormat};
 use healthroute_admin::metrics::Registry;
 use healthroute_api::METRIC_EVALUATOR;
 use healthroute_checker::{CheckerCollector, Cidr, TargetPolicy};
@@ -69,8 +69,11 @@ struct Args {
     /// top of the defaults (link-local, 0.0.0.0/8, ::, loopback).
     #[arg(long = "metric-deny", value_name = "CIDR")]
     metric_deny: Vec<Cidr>,
-    /// Log as JSON lines.
-    #[arg(long = "log-json")]
+    /// Log format: text (coloured only on a terminal) or json (one object per line).
+    #[arg(long = "log-format", value_name = "text|json", default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+    /// The same as `--log-format json` (kept for charts written before 0.2).
+    #[arg(long = "log-json", hide = true)]
     log_json: bool,
 }
 
@@ -84,7 +87,12 @@ impl Readiness for State {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    lifecycle::init_logging("info", args.log_json);
+    let log_format = if args.log_json {
+        LogFormat::Json
+    } else {
+        args.log_format
+    };
+    lifecycle::init_logging("info", log_format);
     let runtime = match lifecycle::runtime() {
         Ok(rt) => rt,
         Err(e) => {

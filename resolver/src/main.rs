@@ -5,10 +5,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 use tokio::sync::{mpsc, watch};
 
-use healthroute_admin::lifecycle;
+use healthroute_admin::lifecycle::{self, LogFormat};
 use healthroute_checker::{Checker, Cidr, TargetPolicy};
 use healthroute_resolver::config::{FileConfig, zones_and_ttl};
 use healthroute_resolver::error::Error;
@@ -113,8 +113,8 @@ struct ServeArgs {
     /// moves away first (default: 5 in a cluster, 0 in standalone mode).
     #[arg(long = "shutdown-drain", value_name = "SECONDS")]
     shutdown_drain: Option<f64>,
-    /// Log format.
-    #[arg(long = "log-format", value_enum, default_value_t = LogFormat::Text)]
+    /// Log format: text (coloured only on a terminal) or json (one object per line).
+    #[arg(long = "log-format", value_name = "text|json", default_value_t = LogFormat::Text)]
     log_format: LogFormat,
 }
 
@@ -126,12 +126,6 @@ impl ServeArgs {
                 .clamp(0.0, 3600.0),
         )
     }
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum LogFormat {
-    Text,
-    Json,
 }
 
 fn main() -> ExitCode {
@@ -153,10 +147,7 @@ fn main() -> ExitCode {
             healthroute_resolver::sys::limit_malloc_arenas(
                 std::thread::available_parallelism().map_or(1, |n| n.get()),
             );
-            lifecycle::init_logging(
-                "info,hickory_server=warn",
-                matches!(cli.serve.log_format, LogFormat::Json),
-            );
+            lifecycle::init_logging("info,hickory_server=warn", cli.serve.log_format);
             let runtime = match lifecycle::runtime() {
                 Ok(rt) => rt,
                 Err(e) => {

@@ -37,6 +37,40 @@ fn setup(tag: &str) -> std::path::PathBuf {
     dir
 }
 
+/// A stopped resolver's whole log.
+fn log_of(mut r: Resolver) -> String {
+    r.stop_now();
+    let mut log = String::new();
+    if let Some(mut e) = r.child.stderr.take() {
+        let _ = e.read_to_string(&mut log);
+    }
+    log
+}
+
+// A log that is not a terminal holds no colour codes; `--log-format json` gives one JSON
+// object per line.
+#[test]
+fn logs_are_plain_off_a_terminal_and_json_on_request() {
+    let dir = setup("sa-logs");
+    let text = log_of(Resolver::start(&dir, &[]));
+    assert!(text.contains("answering DNS"), "{text}");
+    assert!(
+        !text.contains('\x1b'),
+        "escape codes in a log file:\n{text:?}"
+    );
+    let json = log_of(Resolver::start(&dir, &["--log-format", "json"]));
+    let lines: Vec<&str> = json.lines().filter(|l| !l.is_empty()).collect();
+    assert!(!lines.is_empty());
+    for line in lines {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not a JSON line ({e}): {line}"));
+        assert!(
+            v.get("level").is_some() && v.get("fields").is_some(),
+            "{line}"
+        );
+    }
+}
+
 // SEM-P1 SEM-S8: an edit reaches the answers within a second; a bad edit keeps the last good
 // configuration and is reported with the file, object and field.
 #[test]

@@ -17,4 +17,6 @@ pub mod retry;
 pub enum Error {
     #[error("cannot start the runtime: {0}")]
     Runtime(#[source] std::io::Error),
+    #[error("{0:?}: the log format is text or json")]
+    LogFormat(String),
 }

@@ -8,8 +8,6 @@ use std::time::Duration;
 
 use healthroute_api::DENIED_BY_POLICY;
 
-use crate::probe::SEARCH_WINDOW;
-
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 #[derive(Debug, thiserror::Error)]
@@ -63,8 +61,9 @@ pub enum Error {
     BuildRequest(#[source] http::Error),
     #[error("status {0}")]
     Status(u16),
-    #[error("search string not found in first {SEARCH_WINDOW} bytes")]
-    SearchNotFound,
+    /// Not within the first `window` body bytes (the probe's search window, H3).
+    #[error("search string not found in first {window} bytes")]
+    SearchNotFound { window: usize },
     #[error("timeout after {}", secs(*.0))]
     Timeout(Duration),
     #[error("connection reset")]

@@ -277,7 +277,9 @@ pub async fn http_exchange<S: AsyncRead + AsyncWrite + Unpin + Send>(
         if find(&window, &search).is_some() {
             return Ok(status.trim_end().to_owned());
         }
-        Err(Error::SearchNotFound)
+        Err(Error::SearchNotFound {
+            window: SEARCH_WINDOW,
+        })
     };
     // The connection is driven alongside the exchange; once it ends, what it delivered is
     // still read.

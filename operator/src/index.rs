@@ -167,6 +167,7 @@ impl Index {
                 zone: v.zone.clone(),
                 healthy: v.healthy,
                 message: v.message.clone(),
+                values: v.values.clone(),
             })
             .collect();
         // The leader's own Metric-check view lives in memory only (H14): a status event (often
@@ -346,6 +347,7 @@ mod tests {
             zone: None,
             healthy: false,
             message: Some("ALARM: 1 sample, 1".into()),
+            values: Vec::new(),
         };
         index.compiler.set_check_view(&key, view.clone());
         index.apply(Input::Check(Event::Apply(check("Metric"))));

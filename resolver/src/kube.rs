@@ -161,6 +161,7 @@ pub async fn write_view(
             "healthy": view.healthy,
             "lastObserved": jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
             "message": view.message,
+            "values": view.values,
         }]},
     });
     api.patch_status(
@@ -246,6 +247,7 @@ mod tests {
             zone: Some("zone-a".into()),
             healthy: false,
             message: Some("connect refused".into()),
+            values: Vec::new(),
         };
         let manager = field_manager("resolver-a");
         write_view(&client, &manager, &ObjectKey::new("shop", "web"), &view)

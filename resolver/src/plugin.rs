@@ -396,6 +396,7 @@ pub async fn explain(
                     zone: v.zone.clone(),
                     healthy: v.healthy,
                     message: v.message.clone(),
+                    values: Vec::new(),
                 },
             ));
         }
@@ -413,6 +414,7 @@ pub async fn explain(
                     zone: None,
                     healthy,
                     message: Some(format!("{}: {detail}", m.state)),
+                    values: Vec::new(),
                 },
             ));
         }

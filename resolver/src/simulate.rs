@@ -127,6 +127,7 @@ pub fn run_on(
                     zone: None,
                     healthy: false,
                     message: Some("--unhealthy".into()),
+                    values: Vec::new(),
                 },
             );
         }
@@ -175,6 +176,7 @@ pub fn run_on(
                         zone: None,
                         healthy,
                         message: Some(format!("{evaluation}: simulated (--alarm {state})")),
+                        values: Vec::new(),
                     },
                 );
             }

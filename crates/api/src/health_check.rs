@@ -38,8 +38,9 @@ use serde::{Deserialize, Serialize};
     )
 )]
 #[x_kube(
-    validation = Rule::new("self.type == 'Calculated' || self.type == 'Metric' || has(self.target)").message("target is required for HTTP, HTTPS and TCP checks"),
-    validation = Rule::new("(self.type != 'Calculated' && self.type != 'Metric') || !has(self.target)").message("target is not allowed for Calculated and Metric checks"),
+    validation = Rule::new("self.type == 'Calculated' || self.type == 'Metric' || self.type == 'Peer' || has(self.target)").message("target is required for HTTP, HTTPS and TCP checks"),
+    validation = Rule::new("(self.type != 'Calculated' && self.type != 'Metric' && self.type != 'Peer') || !has(self.target)").message("target is not allowed for Calculated, Metric and Peer checks"),
+    validation = Rule::new("self.type == 'Peer' ? has(self.peer) : !has(self.peer)").message("peer is required for, and only allowed with, type Peer"),
     validation = Rule::new("self.type == 'Metric' ? has(self.metric) : !has(self.metric)").message("metric is required for, and only allowed with, type Metric"),
     validation = Rule::new("self.type == 'Calculated' ? has(self.calculated) : !has(self.calculated)").message("calculated is required for, and only allowed with, type Calculated"),
     validation = Rule::new("!has(self.searchString) || self.type == 'HTTP' || self.type == 'HTTPS'").message("searchString is only allowed with HTTP and HTTPS checks"),
@@ -47,7 +48,8 @@ use serde::{Deserialize, Serialize};
 )]
 #[serde(rename_all = "camelCase")]
 pub struct HealthCheckSpec {
-    /// What the check does: HTTP, HTTPS, TCP, or Calculated (over other checks).
+    /// What the check does: HTTP, HTTPS, TCP, Calculated (over other checks), Metric (a
+    /// Prometheus query) or Peer (a RecordGroup's health in a peer cluster).
     #[serde(rename = "type")]
     pub check_type: CheckType,
     /// Where HTTP, HTTPS and TCP probes go. Required for those types, absent for Calculated.
@@ -93,6 +95,43 @@ pub struct HealthCheckSpec {
     /// (SEMANTICS H13-H15).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metric: Option<MetricCheck>,
+    /// Type Peer only: a RecordGroup of a peer cluster, healthy while it answers at least one
+    /// healthy value there (SEMANTICS X2-X5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer: Option<PeerTarget>,
+}
+
+/// A RecordGroup in a peer cluster (SEMANTICS X1, X2).
+#[derive(
+    Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, KubeSchema,
+)]
+#[serde(rename_all = "camelCase")]
+pub struct PeerTarget {
+    /// The peer cluster's name, as the resolvers' configuration lists it (a DNS label).
+    #[schemars(length(min = 1, max = 63))]
+    #[x_kube(validation = Rule::new("self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')").message("cluster must be a DNS label (lower case letters, digits and '-')"))]
+    pub cluster: String,
+    /// `namespace/name` of the RecordGroup in the peer cluster.
+    #[schemars(length(min = 3, max = 317))]
+    #[x_kube(validation = Rule::new("self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-a-z0-9.]*[a-z0-9])?$')").message("recordGroup must be namespace/name"))]
+    pub record_group: String,
+}
+
+impl PeerTarget {
+    /// The peer group's namespace and name (the CRD's rule makes the split exist).
+    pub fn group(&self) -> Option<(&str, &str)> {
+        self.record_group.split_once('/')
+    }
+
+    /// The name of the HealthCheck that asks this peer for a namespace's records (X4):
+    /// `peer.<cluster>.<namespace>.<name>`, a DNS subdomain when the parts are valid.
+    pub fn check_name(&self) -> String {
+        format!(
+            "peer.{}.{}",
+            self.cluster,
+            self.record_group.replacen('/', ".", 1)
+        )
+    }
 }
 
 /// A Prometheus alert expression as a health check (H13).
@@ -181,6 +220,8 @@ pub enum CheckType {
     Calculated,
     /// A Prometheus query (H13).
     Metric,
+    /// A RecordGroup's health in a peer cluster, asked over the TSIG-signed exchange (X4).
+    Peer,
 }
 
 impl HealthCheckSpec {
@@ -284,4 +325,8 @@ pub struct CheckerStatus {
     /// The last observation: "200 OK in 3 ms", "connect refused", ...
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// Type Peer: the values the peer last answered as healthy (`TYPE value`), kept while
+    /// it fails so that a last resort has them (X3, X9).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<String>,
 }

@@ -5,6 +5,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
+use crate::PeerTarget;
+
 /// Every record that shares one DNS name, one type and one routing policy.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
@@ -118,10 +120,10 @@ pub enum RoutingPolicy {
     MultiValue,
 }
 
-/// One member of a group. Exactly one of `values`, `service`, `alias`.
+/// One member of a group. Exactly one of `values`, `service`, `alias`, `peer`.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[x_kube(
-    validation = Rule::new("[has(self.values), has(self.service), has(self.alias)].filter(x, x).size() == 1").message("exactly one of values, service, alias"),
+    validation = Rule::new("[has(self.values), has(self.service), has(self.alias), has(self.peer)].filter(x, x).size() == 1").message("exactly one of values, service, alias, peer"),
     validation = Rule::new("!has(self.zone) || has(self.values)").message("zone applies to static values only (Service endpoints carry their zone)"),
 )]
 #[serde(rename_all = "camelCase")]
@@ -150,6 +152,9 @@ pub struct RecordSpec {
     /// What another RecordGroup of the same namespace and type answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alias: Option<AliasTarget>,
+    /// What a RecordGroup of a peer cluster answers as healthy there (SEMANTICS X2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer: Option<PeerTarget>,
     /// A HealthCheck in the same namespace that decides this record's health.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health_check_ref: Option<HealthCheckRef>,

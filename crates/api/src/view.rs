@@ -13,4 +13,6 @@ pub struct CheckerView {
     pub healthy: bool,
     /// The last observation's reason ("200 OK in 3 ms", "connect refused").
     pub message: Option<String>,
+    /// A Peer check's values as the peer last answered them (`TYPE value`; SEMANTICS X4).
+    pub values: Vec<String>,
 }

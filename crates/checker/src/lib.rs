@@ -480,6 +480,7 @@ impl CheckTask {
                     zone: self.zone.clone(),
                     healthy,
                     message: Some(obs.reason.clone()),
+                    values: Vec::new(),
                 };
                 tracing::info!(check = %self.key, healthy, reason = %obs.reason, "checker view");
                 if self
@@ -568,6 +569,7 @@ impl CheckTask {
                     zone: self.zone.clone(),
                     healthy,
                     message: Some(message),
+                    values: Vec::new(),
                 };
                 let event = CheckerEvent::View {
                     check: self.key.clone(),

@@ -52,7 +52,7 @@ impl ProbeSpec {
             CheckType::Http => ProbeKind::Http,
             CheckType::Https => ProbeKind::Https,
             CheckType::Tcp => ProbeKind::Tcp,
-            CheckType::Calculated | CheckType::Metric => return None,
+            CheckType::Calculated | CheckType::Metric | CheckType::Peer => return None,
         };
         let target = spec.target.as_ref()?;
         Some(ProbeSpec {

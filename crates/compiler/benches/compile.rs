@@ -54,6 +54,7 @@ fn main() {
                     addresses: None,
                 }),
                 alias: None,
+                peer: None,
                 health_check_ref: Some(HealthCheckRef {
                     name: format!("hc{i}"),
                 }),
@@ -102,6 +103,7 @@ fn main() {
                 zone: None,
                 healthy: true,
                 message: None,
+                values: Vec::new(),
             });
         }
         c.upsert_check(ObjectKey::new(ns(i), format!("hc{i}")), check);

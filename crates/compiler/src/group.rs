@@ -37,6 +37,23 @@ pub fn record_type(spec: RecordTypeSpec) -> RecordType {
     }
 }
 
+/// A peer's reported values (`TYPE value`, X6) that are of `rtype` and parse as such.
+fn peer_values(rtype: RecordType, reported: &[String]) -> Vec<Value> {
+    let mut values = Vec::new();
+    for line in reported {
+        let Some((t, v)) = line.split_once(' ') else {
+            continue;
+        };
+        if t == rtype.as_str()
+            && let Ok(value) = Value::parse(rtype, v)
+            && !values.contains(&value)
+        {
+            values.push(value);
+        }
+    }
+    values
+}
+
 /// What an alias needs to know about its target.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AliasTargetState {
@@ -165,10 +182,11 @@ pub fn validate(
         }
         let sources = usize::from(r.values.is_some())
             + usize::from(r.service.is_some())
-            + usize::from(r.alias.is_some());
+            + usize::from(r.alias.is_some())
+            + usize::from(r.peer.is_some());
         if sources != 1 {
             return Err(invalid(format!(
-                "{at}: exactly one of values, service, alias"
+                "{at}: exactly one of values, service, alias, peer"
             )));
         }
         match (spec.routing_policy, r.weight) {
@@ -229,7 +247,21 @@ pub fn validate(
             }
             None => None,
         };
-        parsed.push(ParsedRecord { values, alias });
+        let peer = match &r.peer {
+            Some(peer) if peer.group().is_none() => {
+                return Err(invalid(format!(
+                    "{at}: peer.recordGroup {:?} is not namespace/name",
+                    peer.record_group
+                )));
+            }
+            Some(peer) => Some(key.sibling(&peer.check_name())),
+            None => None,
+        };
+        parsed.push(ParsedRecord {
+            values,
+            alias,
+            peer,
+        });
     }
     match spec.routing_policy {
         RoutingPolicy::Simple if spec.records.len() != 1 => {
@@ -270,6 +302,8 @@ pub fn validate(
 pub struct ParsedRecord {
     pub values: Vec<Value>,
     pub alias: Option<ObjectKey>,
+    /// A peer source's check (`peer.<cluster>.<namespace>.<name>`, X4).
+    pub peer: Option<ObjectKey>,
 }
 
 /// One record after health: a candidate or not, and what it answers.
@@ -582,6 +616,23 @@ fn evaluate_record(
                 reason: Some(n.into()),
                 zones,
             };
+        }
+    } else if let (Some(check), Some(peer)) = (&p.peer, &r.peer) {
+        // X2, X3: what the peer's checkers last heard, of this group's type; healthy while
+        // the check is and it holds a value.
+        let label = format!("peer {} {}", peer.cluster, peer.record_group);
+        match env.checks.get(check) {
+            None => reasons_down.push(format!("{label}: check {} does not exist", check.name)),
+            Some(h) => {
+                all_values = peer_values(rtype, &h.values);
+                if !h.healthy {
+                    reasons_down.push(format!("{label}: {}", h.reason));
+                } else if all_values.is_empty() {
+                    reasons_down.push(format!("{label} answers no {rtype} value"));
+                } else if reasons_down.is_empty() {
+                    healthy_values = all_values.clone();
+                }
+            }
         }
     } else if let Some(target) = &p.alias {
         // R4: the alias is healthy when its target is (with evaluateTargetHealth).

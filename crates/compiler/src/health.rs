@@ -42,6 +42,10 @@ pub struct CheckHealth {
     pub denied_checkers: u32,
     /// Why, in words: "2/3 checkers healthy (> 18% needed)", "disabled", ...
     pub reason: String,
+    /// Peer checks (X4): the values (`TYPE value`) reported by the most healthy reachable
+    /// checkers (ties: the first checker by name); with none healthy, by the most reachable
+    /// ones (their last values, for a last resort, X3). Empty for other checks.
+    pub values: Vec<String>,
 }
 
 /// How long a heartbeat keeps a checker reachable (H7): 3 request intervals.
@@ -131,7 +135,38 @@ pub fn probe_health(
     };
     let mut h = finish(spec, raw, reason, healthy, reachable);
     h.denied_checkers = denied;
+    if spec.check_type == CheckType::Peer {
+        h.values = peer_values(check, heartbeats, now);
+    }
     h
+}
+
+/// X4: the values most healthy reachable checkers agree on; with none healthy, those most
+/// reachable checkers last had.
+fn peer_values(
+    check: &CheckInput,
+    heartbeats: &HashMap<String, Timestamp>,
+    now: Timestamp,
+) -> Vec<String> {
+    let interval = check.spec.request_interval_seconds;
+    let mut reachable: Vec<&CheckerView> = check
+        .views
+        .iter()
+        .filter(|v| is_reachable(heartbeats.get(&v.checker).copied(), interval, now))
+        .filter(|v| !v.values.is_empty())
+        .collect();
+    if reachable.iter().any(|v| v.healthy) {
+        reachable.retain(|v| v.healthy);
+    }
+    reachable.sort_by(|a, b| a.checker.cmp(&b.checker));
+    let mut best: Option<(&[String], usize)> = None;
+    for v in &reachable {
+        let votes = reachable.iter().filter(|o| o.values == v.values).count();
+        if best.is_none_or(|(_, n)| votes > n) {
+            best = Some((&v.values, votes));
+        }
+    }
+    best.map(|(values, _)| values.to_vec()).unwrap_or_default()
 }
 
 /// H10 over the children's final status, then H8 and H9. `child` answers a child's health by
@@ -198,6 +233,7 @@ fn finish(
         reachable_checkers,
         denied_checkers: 0,
         reason,
+        values: Vec::new(),
     }
 }
 
@@ -404,6 +440,7 @@ mod tests {
             reachable_checkers: 1,
             denied_checkers: 0,
             reason: String::new(),
+            values: Vec::new(),
         };
         let down = CheckHealth {
             healthy: false,

@@ -21,6 +21,7 @@ pub mod fuzzing;
 pub mod group;
 pub mod health;
 pub mod manifests;
+pub mod peer;
 pub mod shift;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
@@ -785,6 +786,10 @@ impl Compiler {
                     r.alias
                         .as_ref()
                         .map(|a| (Dep::Alias, key.sibling(&a.record_group))),
+                    // X4: a peer source reads its peer check.
+                    r.peer
+                        .as_ref()
+                        .map(|p| (Dep::Check, key.sibling(&p.check_name()))),
                 ]
             })
             .flatten()

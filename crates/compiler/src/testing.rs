@@ -47,6 +47,7 @@ pub fn mk_check(name: &str) -> HealthCheckSpec {
         disabled: false,
         calculated: None,
         metric: None,
+        peer: None,
     }
 }
 
@@ -56,6 +57,7 @@ pub fn mk_view(checker: &str, healthy: bool) -> CheckerView {
         zone: None,
         healthy,
         message: None,
+        values: Vec::new(),
     }
 }
 
@@ -68,6 +70,7 @@ pub fn mk_record(id: &str, values: &[&str]) -> RecordSpec {
         zone: None,
         service: None,
         alias: None,
+        peer: None,
         health_check_ref: None,
     }
 }

@@ -1360,6 +1360,7 @@ fn metric_checks_count_their_one_evaluator_and_nest_in_calculated_checks() {
                 }
                 .into(),
             ),
+            values: Vec::new(),
         }];
         c.upsert_check(key("m"), input);
         c.set_heartbeat(healthroute_api::METRIC_EVALUATOR, t0());

@@ -246,6 +246,17 @@ impl Loader {
             services.entry(key).or_default().cluster_ips = ips;
         }
         self.out.services = services;
+        // X4: the Peer checks the groups' peer sources read, unless the directory defines
+        // one of that name itself.
+        let derived =
+            crate::peer::derived_checks(self.out.groups.iter().map(|(k, g)| (k, &g.spec)));
+        for (key, (spec, _)) in derived {
+            self.out.checks.entry(key.clone()).or_insert_with(|| {
+                let mut check = HealthCheck::new(&key.name, spec);
+                check.metadata.namespace = Some(key.namespace.to_string());
+                check
+            });
+        }
         Ok(self.out)
     }
 }

@@ -19,10 +19,13 @@ use hickory_server::net::runtime::TokioTime;
 use hickory_server::net::xfer::Protocol;
 use hickory_server::server::{Request, RequestHandler, ResponseHandler, ResponseInfo};
 
+use crate::counters::{AnswerCounters, Tally};
 use crate::fastpath::{self, Fast};
-use crate::handler::{DnsHandler, MAX_UDP_PAYLOAD, Shared};
-use crate::metrics::{AnswerCounters, Metrics, Tally};
+use crate::handler::DnsHandler;
+use crate::metrics::Metrics;
 use crate::serving::{ServingTable, ZoneConfig};
+use crate::state::Shared;
+use crate::wire::{MAX_UDP_PAYLOAD, wire_name};
 
 /// Every policy, a CNAME chain and a loop, an alias, a TXT too large for 512 bytes.
 const ZONE: &str = r#"
@@ -230,7 +233,7 @@ pub fn published_table(data: &[u8]) {
             let counters = AnswerCounters::default();
             if let Ok(serving) = ServingTable::build(&table, &zones(), None, &counters) {
                 for name in table.groups.values().map(|g| g.name.clone()).take(8) {
-                    let wire = crate::serving::wire_name(&name);
+                    let wire = wire_name(&name);
                     let _ = serving.lookup(
                         &wire,
                         1,

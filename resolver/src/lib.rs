@@ -3,8 +3,10 @@
 #![deny(unsafe_code)]
 
 pub mod config;
+pub mod counters;
 pub mod error;
 pub mod fastpath;
+pub mod forward;
 pub mod fuzzing;
 pub mod handler;
 pub mod kube;
@@ -15,5 +17,7 @@ pub mod server;
 pub mod serving;
 pub mod simulate;
 pub mod standalone;
+pub mod state;
 pub mod sys;
 pub mod udp;
+pub mod wire;

@@ -22,10 +22,11 @@ use healthroute_admin::metrics::Registry;
 use healthroute_checker::CheckerCollector;
 
 use crate::error::Error;
-use crate::handler::{DnsHandler, Forwarder, Shared};
+use crate::forward::Forwarder;
+use crate::handler::DnsHandler;
 use crate::metrics::Metrics;
-use crate::metrics::ServingCollector;
 use crate::serving::{ServingTable, ZoneConfig};
+use crate::state::{ServingCollector, Shared};
 
 /// How the resolver listens and what it serves.
 #[derive(Debug, Clone)]
@@ -375,18 +376,6 @@ pub fn write_table_file(path: &std::path::Path, table: &RoutingTable<Value>) -> 
     out.flush()?;
     drop(out);
     Ok(std::fs::rename(&tmp, path)?)
-}
-
-impl healthroute_admin::endpoint::Readiness for Shared {
-    fn not_ready(&self) -> Option<String> {
-        if self.draining.load(std::sync::atomic::Ordering::Relaxed) {
-            return Some("shutting down: still answering while traffic moves away".into());
-        }
-        match self.table.load_full() {
-            Some(_) => None,
-            None => Some("no routing table yet".into()),
-        }
-    }
 }
 
 #[cfg(test)]

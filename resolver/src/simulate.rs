@@ -19,8 +19,9 @@ use healthroute_table::{RecordType, normalize_name};
 use jiff::Timestamp;
 
 use crate::config::{FileConfig, zones_and_ttl};
-use crate::metrics::{AnswerCounters, Tally};
-use crate::serving::{ChainEnd, Outcome, ServingTable, ZoneConfig, wire_name};
+use crate::counters::{AnswerCounters, Tally};
+use crate::serving::{ChainEnd, Outcome, ServingTable, ZoneConfig};
+use crate::wire::{TYPE_A, TYPE_AAAA, TYPE_CNAME, wire_name, wire_type};
 
 /// The checker name the simulator reports its what-if views as.
 const SIMULATOR: &str = "simulator";
@@ -413,15 +414,15 @@ fn show(rr: &[u8]) -> String {
     let rtype = u16::from_be_bytes([rr[0], rr[1]]);
     let rdata = rr.get(10..).unwrap_or_default();
     match rtype {
-        crate::serving::TYPE_A if rdata.len() == 4 => {
+        TYPE_A if rdata.len() == 4 => {
             std::net::Ipv4Addr::new(rdata[0], rdata[1], rdata[2], rdata[3]).to_string()
         }
-        crate::serving::TYPE_AAAA if rdata.len() == 16 => {
+        TYPE_AAAA if rdata.len() == 16 => {
             let mut octets = [0u8; 16];
             octets.copy_from_slice(rdata);
             std::net::Ipv6Addr::from(octets).to_string()
         }
-        crate::serving::TYPE_CNAME => {
+        TYPE_CNAME => {
             let mut name = String::new();
             let mut i = 0;
             while let Some(&len) = rdata.get(i) {
@@ -450,15 +451,6 @@ fn show(rr: &[u8]) -> String {
             }
             parts.join(" ")
         }
-    }
-}
-
-fn wire_type(t: RecordType) -> u16 {
-    match t {
-        RecordType::A => crate::serving::TYPE_A,
-        RecordType::Aaaa => crate::serving::TYPE_AAAA,
-        RecordType::Cname => crate::serving::TYPE_CNAME,
-        RecordType::Txt => crate::serving::TYPE_TXT,
     }
 }
 

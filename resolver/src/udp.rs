@@ -26,9 +26,10 @@ use nix::errno::Errno;
 use nix::sys::socket::{MsgFlags, MultiHeaders, SockaddrStorage, recvmmsg};
 use tokio::runtime::Handle;
 
+use crate::counters::Tally;
 use crate::fastpath::{self, Fast};
-use crate::handler::{DnsHandler, MAX_UDP_PAYLOAD};
-use crate::metrics::Tally;
+use crate::handler::DnsHandler;
+use crate::wire::MAX_UDP_PAYLOAD;
 
 /// Datagrams taken from the socket per `recvmmsg` call (and replies per `sendmmsg`).
 const BATCH: usize = 16;

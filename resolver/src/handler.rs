@@ -275,3 +275,153 @@ fn decode_rr(owner: &Name, rr: &[u8]) -> Option<Record> {
 fn decode_name(wire: &[u8]) -> Option<Name> {
     Name::read(&mut BinDecoder::new(wire)).ok()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+
+    use healthroute_table::{Answer, CompiledGroup, RoutingTable, Selection, Target, Value};
+    use hickory_server::net::runtime::TokioTime;
+    use hickory_server::net::xfer::Protocol;
+    use hickory_server::proto::op::{Message, Query};
+    use hickory_server::proto::serialize::binary::BinEncoder;
+
+    use super::*;
+    use crate::counters::AnswerCounters;
+    use crate::serving::ZoneConfig;
+    use crate::state::ServingCollector;
+
+    /// A responder that encodes the response and drops it.
+    #[derive(Clone)]
+    struct Discard;
+
+    #[async_trait::async_trait]
+    impl ResponseHandler for Discard {
+        async fn send_response<'a>(
+            &mut self,
+            response: MessageResponse<
+                '_,
+                'a,
+                impl Iterator<Item = &'a Record> + Send + 'a,
+                impl Iterator<Item = &'a Record> + Send + 'a,
+                impl Iterator<Item = &'a Record> + Send + 'a,
+                impl Iterator<Item = &'a Record> + Send + 'a,
+            >,
+        ) -> Result<ResponseInfo, hickory_server::net::NetError> {
+            let mut bytes = Vec::new();
+            Ok(response.destructive_emit(&mut BinEncoder::new(&mut bytes))?)
+        }
+    }
+
+    fn shared(with_table: bool) -> Arc<Shared> {
+        let metrics = Metrics::new(vec!["example.com.".into()]);
+        let shared = Arc::new(Shared {
+            table: Default::default(),
+            upstream: None,
+            metrics,
+            draining: Default::default(),
+        });
+        if with_table {
+            let mut t = RoutingTable::default();
+            t.groups.insert(
+                "t/api".into(),
+                Arc::new(CompiledGroup {
+                    key: "t/api".into(),
+                    name: "api.example.com.".into(),
+                    record_type: healthroute_table::RecordType::A,
+                    ttl: 30,
+                    last_resort: false,
+                    zone_affinity: None,
+                    selection: Selection::Fixed(Answer {
+                        set_identifier: "x".into(),
+                        target: Target::Values(vec![Value::A([192, 0, 2, 1].into())]),
+                    }),
+                }),
+            );
+            let zones = [ZoneConfig {
+                apex: "example.com.".into(),
+                nameservers: vec![],
+                default_ttl: 45,
+            }];
+            let table =
+                ServingTable::build(&t, &zones, None, &AnswerCounters::default()).expect("builds");
+            shared.store(table);
+        }
+        shared
+    }
+
+    async fn ask(shared: &Arc<Shared>, m: Message) -> ResponseCode {
+        let client: SocketAddr = ([127, 0, 0, 1], 5353).into();
+        let request = Request::from_bytes(m.to_vec().expect("encodes"), client, Protocol::Udp)
+            .expect("parses");
+        let handler = DnsHandler {
+            shared: shared.clone(),
+        };
+        handler
+            .handle_request::<_, TokioTime>(&request, Discard)
+            .await
+            .response_code
+    }
+
+    fn query(name: &str, op: OpCode, class: DNSClass) -> Message {
+        let mut m = Message::new(7, MessageType::Query, op);
+        let mut q = Query::query(Name::from_ascii(name).expect("name"), RecordType::A);
+        q.set_query_class(class);
+        m.add_query(q);
+        m
+    }
+
+    fn count(shared: &Shared, zone: Option<usize>, rcode: ResponseCode) -> u64 {
+        shared
+            .metrics
+            .query_counter(zone, RecordType::A, rcode)
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn render(shared: &Arc<Shared>) -> String {
+        let mut registry = healthroute_admin::metrics::Registry::default();
+        registry.register_collector(Box::new(ServingCollector(shared.clone())));
+        healthroute_admin::metrics::encode(&registry)
+    }
+
+    // SEM-D5: every exit of the handler (an answer, NOTIMP, REFUSED outside the zones
+    // and for another class, SERVFAIL without a table) counts its query once, under its zone,
+    // type and the response code that went out, with one latency sample.
+    #[tokio::test]
+    async fn every_exit_counts_its_query_once() {
+        let s = shared(true);
+        let asked = [
+            (
+                query("api.example.com.", OpCode::Query, DNSClass::IN),
+                Some(0),
+                ResponseCode::NoError,
+            ),
+            (
+                query("api.example.com.", OpCode::Status, DNSClass::IN),
+                None,
+                ResponseCode::NotImp,
+            ),
+            (
+                query("www.other.org.", OpCode::Query, DNSClass::IN),
+                None,
+                ResponseCode::Refused,
+            ),
+            (
+                query("api.example.com.", OpCode::Query, DNSClass::CH),
+                Some(0),
+                ResponseCode::Refused,
+            ),
+        ];
+        for (n, (m, zone, rcode)) in asked.into_iter().enumerate() {
+            assert_eq!(ask(&s, m).await, rcode);
+            assert_eq!(count(&s, zone, rcode), 1, "query {n}");
+            let text = render(&s);
+            let samples = format!("healthroute_dns_request_duration_seconds_count {}", n + 1);
+            assert!(text.contains(&samples), "missing {samples} in\n{text}");
+        }
+        let empty = shared(false);
+        let m = query("api.example.com.", OpCode::Query, DNSClass::IN);
+        assert_eq!(ask(&empty, m).await, ResponseCode::ServFail);
+        assert_eq!(count(&empty, None, ResponseCode::ServFail), 1);
+    }
+}

@@ -2,6 +2,7 @@
 //! and the simulator.
 #![deny(unsafe_code)]
 
+pub mod cluster;
 pub mod config;
 pub mod counters;
 pub mod error;
@@ -9,7 +10,6 @@ pub mod fastpath;
 pub mod forward;
 pub mod fuzzing;
 pub mod handler;
-pub mod kube;
 pub mod manifest_dir;
 pub mod metrics;
 pub mod plugin;

@@ -297,7 +297,7 @@ async fn serve_cluster(args: ServeArgs) -> Result<(), Error> {
         .await
         .map_err(Error::NoClientForResolver)?;
     let (table_tx, table_rx) = watch::channel(None);
-    let mut tasks = vec![tokio::spawn(healthroute_resolver::kube::follow_table(
+    let mut tasks = vec![tokio::spawn(healthroute_resolver::cluster::follow_table(
         client.clone(),
         args.table_namespace.clone(),
         table_tx,
@@ -321,7 +321,7 @@ async fn serve_cluster(args: ServeArgs) -> Result<(), Error> {
         // The heartbeat carries the generation being served (P4).
         let shared = running.shared.clone();
         let served = move || shared.table.load().as_ref().map(|t| t.generation);
-        tasks.push(tokio::spawn(healthroute_resolver::kube::run_checker(
+        tasks.push(tokio::spawn(healthroute_resolver::cluster::run_checker(
             client,
             args.table_namespace.clone(),
             c,

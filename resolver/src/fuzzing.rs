@@ -7,6 +7,9 @@
 //!   question, and nothing panics or waits.
 //! - [`published_table`]: ConfigMap data as an API server could return it, through the
 //!   assembler and into a serving table.
+//!
+//! Built only for this crate's tests and behind the feature `fuzzing` (tests/fuzz enables it):
+//! the production binaries carry none of it.
 
 use std::sync::{Arc, OnceLock};
 

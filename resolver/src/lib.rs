@@ -8,6 +8,9 @@ pub mod counters;
 pub mod error;
 pub mod fastpath;
 pub mod forward;
+// The fuzz targets' checks: built for this crate's tests and for tests/fuzz (feature
+// `fuzzing`), never into the binaries.
+#[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
 pub mod handler;
 pub mod manifest_dir;

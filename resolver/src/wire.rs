@@ -44,6 +44,10 @@ pub fn wire_name(name: &str) -> Vec<u8> {
 }
 
 /// Whether wire name `qname` is `apex` or below it (on a label boundary).
+// Every lookup calls it (`ServingTable::zone_of`); inline so that it stays inlinable into the
+// lookup now that it lives in another module (and so, in a release build, maybe another
+// codegen unit) than its caller.
+#[inline]
 pub fn in_zone(qname: &[u8], apex: &[u8]) -> bool {
     let mut i = 0;
     while i < qname.len() {

@@ -13,8 +13,9 @@
 //!
 //! Every answer it gives is one the hickory path gives (the e2e DNS tests run both).
 
-use crate::metrics::Tally;
-use crate::serving::{ApexRecords, Outcome, ServingTable};
+use crate::counters::Tally;
+use crate::serving::{ApexRecords, Outcome, ServedZone, ServingTable};
+use crate::wire::{MAX_UDP_PAYLOAD, TYPE_CNAME, TYPE_OPT};
 
 /// The result of [`answer`].
 pub enum Fast {
@@ -24,10 +25,8 @@ pub enum Fast {
     Fallback,
 }
 
-const TYPE_OPT: u16 = 41;
-const TYPE_CNAME: u16 = crate::serving::TYPE_CNAME;
 /// The UDP payload we advertise and honour (as the full path).
-const MAX_UDP: usize = crate::handler::MAX_UDP_PAYLOAD as usize;
+const MAX_UDP: usize = MAX_UDP_PAYLOAD as usize;
 const HEADER: usize = 12;
 
 fn u16_at(b: &[u8], i: usize) -> Option<u16> {
@@ -277,7 +276,7 @@ fn pointer(offset: usize) -> [u8; 2] {
 
 /// The zone's SOA, owned by its apex: the tail of the name at `name` (the question, or the
 /// last CNAME target), which lies in the zone; the SOA's own names point there too.
-fn write_soa(out: &mut Vec<u8>, zone: &crate::serving::ServedZone, name: NameAt) {
+fn write_soa(out: &mut Vec<u8>, zone: &ServedZone, name: NameAt) {
     let apex = pointer(name.offset + name.len - zone.apex.len());
     out.extend_from_slice(&apex);
     let base = out.len();
@@ -298,7 +297,7 @@ mod tests {
     use hickory_server::proto::rr::{Name, RData, RecordType as HType};
 
     use super::*;
-    use crate::metrics::AnswerCounters;
+    use crate::counters::AnswerCounters;
     use crate::serving::{ServingTable, ZoneConfig};
 
     fn table() -> ServingTable {

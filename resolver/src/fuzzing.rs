@@ -7,6 +7,9 @@
 //!   question, and nothing panics or waits.
 //! - [`published_table`]: ConfigMap data as an API server could return it, through the
 //!   assembler and into a serving table.
+//!
+//! Built only for this crate's tests and behind the feature `fuzzing` (tests/fuzz enables it):
+//! the production binaries carry none of it.
 
 use std::sync::{Arc, OnceLock};
 
@@ -19,10 +22,13 @@ use hickory_server::net::runtime::TokioTime;
 use hickory_server::net::xfer::Protocol;
 use hickory_server::server::{Request, RequestHandler, ResponseHandler, ResponseInfo};
 
+use crate::counters::{AnswerCounters, Tally};
 use crate::fastpath::{self, Fast};
-use crate::handler::{DnsHandler, MAX_UDP_PAYLOAD, Shared};
-use crate::metrics::{AnswerCounters, Metrics, Tally};
+use crate::handler::DnsHandler;
+use crate::metrics::Metrics;
 use crate::serving::{ServingTable, ZoneConfig};
+use crate::state::Shared;
+use crate::wire::{MAX_UDP_PAYLOAD, wire_name};
 
 /// Every policy, a CNAME chain and a loop, an alias, a TXT too large for 512 bytes.
 const ZONE: &str = r#"
@@ -230,7 +236,7 @@ pub fn published_table(data: &[u8]) {
             let counters = AnswerCounters::default();
             if let Ok(serving) = ServingTable::build(&table, &zones(), None, &counters) {
                 for name in table.groups.values().map(|g| g.name.clone()).take(8) {
-                    let wire = crate::serving::wire_name(&name);
+                    let wire = wire_name(&name);
                     let _ = serving.lookup(
                         &wire,
                         1,

@@ -2,52 +2,38 @@
 //! same lookup as the UDP fast path, or forwards what lies outside the served zones
 //! (SEMANTICS D1–D8).
 //!
+//! ```text
+//!   Request ─▶ opcode, one question ─▶ a table? ─▶ class IN/ANY in a zone ─▶ ServingTable::lookup
+//!        ├─ in a zone: the lookup's wire RRs as hickory records
+//!        └─ outside:   Forwarder (D5), or REFUSED
+//!   every exit answers through Recorder::send: the response goes out and the query is counted
+//!   (zone, type, response code, latency), once
+//! ```
+//!
 //! hickory's `Server` owns the TCP listener, parses requests (answering FORMERR to what does
 //! not parse) and encodes responses; this handler turns the lookup's wire RRs into hickory
-//! records. It never blocks on a writer: the table is an `ArcSwap` snapshot.
+//! records. It never blocks on a writer: the table is an `ArcSwap` snapshot. Layer: above the
+//! process state, the serving table and the wire form; below the UDP loop and the server.
 
 use std::cell::RefCell;
-use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use arc_swap::ArcSwapOption;
 use hickory_server::net::runtime::Time;
-use hickory_server::net::xfer::Protocol;
-use hickory_server::proto::op::{Edns, Message, MessageType, Metadata, OpCode, ResponseCode};
+use hickory_server::proto::op::{Edns, MessageType, Metadata, OpCode, ResponseCode};
 use hickory_server::proto::rr::{DNSClass, Name, Record, RecordType};
 use hickory_server::proto::serialize::binary::{BinDecodable, BinDecoder};
 use hickory_server::server::{Request, RequestHandler, ResponseHandler, ResponseInfo};
-use hickory_server::zone_handler::MessageResponseBuilder;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use hickory_server::zone_handler::{MessageResponse, MessageResponseBuilder};
 
-use crate::error::Error;
-use crate::metrics::{Metrics, Tally};
-use crate::serving::{ApexRecords, Outcome, ServingTable, wire_name};
-
-/// The largest UDP payload we advertise and honour (the DNS Flag Day 2020 value).
-pub const MAX_UDP_PAYLOAD: u16 = 1232;
+use crate::counters::Tally;
+use crate::metrics::Metrics;
+use crate::serving::{ApexRecords, Outcome, ServingTable};
+use crate::state::Shared;
+use crate::wire::{MAX_UDP_PAYLOAD, wire_name};
 
 thread_local! {
     static RNG: RefCell<fastrand::Rng> = RefCell::new(fastrand::Rng::new());
-}
-
-/// State shared by every query: the table snapshot, the upstream, the metrics.
-pub struct Shared {
-    pub table: ArcSwapOption<ServingTable>,
-    pub upstream: Option<Forwarder>,
-    pub metrics: Metrics,
-    /// Set when a stop signal arrived: /readyz turns unready while queries are still
-    /// answered, so that traffic moves away before the sockets close (P9).
-    pub draining: std::sync::atomic::AtomicBool,
-}
-
-impl Shared {
-    /// Replaces the table; queries already running finish on the old one.
-    pub fn store(&self, table: ServingTable) {
-        self.table.store(Some(Arc::new(table)));
-        self.metrics.table_loaded();
-    }
 }
 
 #[derive(Clone)]
@@ -60,9 +46,9 @@ impl RequestHandler for DnsHandler {
     async fn handle_request<R: ResponseHandler, T: Time>(
         &self,
         request: &Request,
-        mut response: R,
+        response: R,
     ) -> ResponseInfo {
-        let start = Instant::now();
+        let mut response = Recorder::new(response, &self.shared.metrics);
         let mut metadata = Metadata::response_from_request(&request.metadata);
         // Echo OPT when the client sent one (D4), with the buffer we honour.
         let edns = request.edns.as_ref().map(|client| {
@@ -75,6 +61,7 @@ impl RequestHandler for DnsHandler {
             builder.edns(e);
         }
         let queries = request.queries.queries();
+        response.qtype = queries.first().map_or(RecordType::NULL, |q| q.query_type());
         let bad = if request.metadata.op_code != OpCode::Query {
             Some(ResponseCode::NotImp)
         } else if queries.len() != 1 || request.metadata.message_type != MessageType::Query {
@@ -83,54 +70,43 @@ impl RequestHandler for DnsHandler {
             None
         };
         if let Some(code) = bad {
-            let qtype = queries.first().map_or(RecordType::NULL, |q| q.query_type());
-            let info = send(&mut response, builder.error_msg(&request.metadata, code)).await;
-            self.shared
-                .metrics
-                .record_query(None, qtype, code, start.elapsed());
-            return info;
+            return response
+                .send(builder.error_msg(&request.metadata, code))
+                .await;
         }
         let query = &queries[0];
-        let qtype = query.query_type();
         let Some(table) = self.shared.table.load_full() else {
             // Not ready: no table yet (readiness says so too).
-            let info = send(
-                &mut response,
-                builder.error_msg(&request.metadata, ResponseCode::ServFail),
-            )
-            .await;
-            self.shared
-                .metrics
-                .record_query(None, qtype, ResponseCode::ServFail, start.elapsed());
-            return info;
+            return response
+                .send(builder.error_msg(&request.metadata, ResponseCode::ServFail))
+                .await;
         };
         let qname = wire_name(&query.name().to_string());
         let zone = table.zone_of(&qname);
+        response.zone = zone;
         if zone.is_some() && !matches!(query.query_class(), DNSClass::IN | DNSClass::ANY) {
-            let info = send(
-                &mut response,
-                builder.error_msg(&request.metadata, ResponseCode::Refused),
-            )
-            .await;
-            self.shared
-                .metrics
-                .record_query(zone, qtype, ResponseCode::Refused, start.elapsed());
-            return info;
+            return response
+                .send(builder.error_msg(&request.metadata, ResponseCode::Refused))
+                .await;
         }
         let mut tally = Tally::default();
-        let outcome = RNG
-            .with(|rng| table.lookup(&qname, u16::from(qtype), &mut rng.borrow_mut(), &mut tally));
+        let outcome = RNG.with(|rng| {
+            table.lookup(
+                &qname,
+                u16::from(query.query_type()),
+                &mut rng.borrow_mut(),
+                &mut tally,
+            )
+        });
         drop(tally);
         metadata.authoritative = zone.is_some();
         let none: [&Record; 0] = [];
-        let info = match outcome {
+        match outcome {
             Outcome::NotServed => match &self.shared.upstream {
                 None => {
-                    send(
-                        &mut response,
-                        builder.error_msg(&request.metadata, ResponseCode::Refused),
-                    )
-                    .await
+                    response
+                        .send(builder.error_msg(&request.metadata, ResponseCode::Refused))
+                        .await
                 }
                 Some(upstream) => {
                     self.shared
@@ -153,7 +129,7 @@ impl RequestHandler for DnsHandler {
                                 none,
                                 reply.additionals.iter(),
                             );
-                            send(&mut response, msg).await
+                            response.send(msg).await
                         }
                         Err(e) => {
                             tracing::debug!(error = %e, "upstream failed");
@@ -161,11 +137,9 @@ impl RequestHandler for DnsHandler {
                                 .metrics
                                 .upstream_failures
                                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                            send(
-                                &mut response,
-                                builder.error_msg(&request.metadata, ResponseCode::ServFail),
-                            )
-                            .await
+                            response
+                                .send(builder.error_msg(&request.metadata, ResponseCode::ServFail))
+                                .await
                         }
                     }
                 }
@@ -175,12 +149,72 @@ impl RequestHandler for DnsHandler {
                 let (answers, authority) = records(&table, &served, &owner);
                 metadata.response_code = ResponseCode::from(0, served.rcode());
                 let msg = builder.build(metadata, answers.iter(), none, authority.iter(), none);
-                send(&mut response, msg).await
+                response.send(msg).await
+            }
+        }
+    }
+}
+
+/// The client's responder, and the one place a query of the hickory path is counted: every
+/// exit of [`DnsHandler::handle_request`] answers through [`Recorder::send`], which sends the
+/// response and records the query's zone, type, response code and latency. `send` takes the
+/// recorder by value, so a query is answered, and counted, at most once.
+struct Recorder<'m, R> {
+    inner: R,
+    metrics: &'m Metrics,
+    /// When the parsed query reached the handler.
+    start: Instant,
+    /// The served zone the question is in; none outside every zone, or before the lookup.
+    zone: Option<usize>,
+    /// The question's type; NULL for a request without a question.
+    qtype: RecordType,
+}
+
+impl<'m, R: ResponseHandler> Recorder<'m, R> {
+    fn new(inner: R, metrics: &'m Metrics) -> Self {
+        Recorder {
+            inner,
+            metrics,
+            start: Instant::now(),
+            zone: None,
+            qtype: RecordType::NULL,
+        }
+    }
+
+    /// Sends `msg` and counts the query under the response code that went out: the
+    /// responder's (a UDP reply that cannot be written back goes out as FORMERR), or SERVFAIL
+    /// when the send failed.
+    async fn send<'a>(
+        mut self,
+        msg: MessageResponse<
+            '_,
+            'a,
+            impl Iterator<Item = &'a Record> + Send + 'a,
+            impl Iterator<Item = &'a Record> + Send + 'a,
+            impl Iterator<Item = &'a Record> + Send + 'a,
+            impl Iterator<Item = &'a Record> + Send + 'a,
+        >,
+    ) -> ResponseInfo {
+        let id = msg.metadata().id;
+        let info = match self.inner.send_response(msg).await {
+            Ok(info) => info,
+            Err(e) => {
+                tracing::debug!(error = %e, "could not send a response");
+                let mut metadata = Metadata::new(id, MessageType::Response, OpCode::Query);
+                metadata.response_code = ResponseCode::ServFail;
+                hickory_server::proto::op::Header {
+                    metadata,
+                    counts: Default::default(),
+                }
+                .into()
             }
         };
-        self.shared
-            .metrics
-            .record_query(zone, qtype, info.response_code, start.elapsed());
+        self.metrics.record_query(
+            self.zone,
+            self.qtype,
+            info.response_code,
+            self.start.elapsed(),
+        );
         info
     }
 }
@@ -242,90 +276,152 @@ fn decode_name(wire: &[u8]) -> Option<Name> {
     Name::read(&mut BinDecoder::new(wire)).ok()
 }
 
-async fn send<'a, R: ResponseHandler>(
-    response: &mut R,
-    msg: hickory_server::zone_handler::MessageResponse<
-        '_,
-        'a,
-        impl Iterator<Item = &'a Record> + Send + 'a,
-        impl Iterator<Item = &'a Record> + Send + 'a,
-        impl Iterator<Item = &'a Record> + Send + 'a,
-        impl Iterator<Item = &'a Record> + Send + 'a,
-    >,
-) -> ResponseInfo {
-    let id = msg.metadata().id;
-    match response.send_response(msg).await {
-        Ok(info) => info,
-        Err(e) => {
-            tracing::debug!(error = %e, "could not send a response");
-            let mut metadata = Metadata::new(id, MessageType::Response, OpCode::Query);
-            metadata.response_code = ResponseCode::ServFail;
-            hickory_server::proto::op::Header {
-                metadata,
-                counts: Default::default(),
-            }
-            .into()
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+
+    use healthroute_table::{Answer, CompiledGroup, RoutingTable, Selection, Target, Value};
+    use hickory_server::net::runtime::TokioTime;
+    use hickory_server::net::xfer::Protocol;
+    use hickory_server::proto::op::{Message, Query};
+    use hickory_server::proto::serialize::binary::BinEncoder;
+
+    use super::*;
+    use crate::counters::AnswerCounters;
+    use crate::serving::ZoneConfig;
+    use crate::state::ServingCollector;
+
+    /// A responder that encodes the response and drops it.
+    #[derive(Clone)]
+    struct Discard;
+
+    #[async_trait::async_trait]
+    impl ResponseHandler for Discard {
+        async fn send_response<'a>(
+            &mut self,
+            response: MessageResponse<
+                '_,
+                'a,
+                impl Iterator<Item = &'a Record> + Send + 'a,
+                impl Iterator<Item = &'a Record> + Send + 'a,
+                impl Iterator<Item = &'a Record> + Send + 'a,
+                impl Iterator<Item = &'a Record> + Send + 'a,
+            >,
+        ) -> Result<ResponseInfo, hickory_server::net::NetError> {
+            let mut bytes = Vec::new();
+            Ok(response.destructive_emit(&mut BinEncoder::new(&mut bytes))?)
         }
     }
-}
 
-/// Forwards queries outside the served zones to one upstream (CoreDNS `forward`, D5).
-pub struct Forwarder {
-    pub upstream: SocketAddr,
-    pub timeout: Duration,
-}
+    fn shared(with_table: bool) -> Arc<Shared> {
+        let metrics = Metrics::new(vec!["example.com.".into()]);
+        let shared = Arc::new(Shared {
+            table: Default::default(),
+            upstream: None,
+            metrics,
+            draining: Default::default(),
+        });
+        if with_table {
+            let mut t = RoutingTable::default();
+            t.groups.insert(
+                "t/api".into(),
+                Arc::new(CompiledGroup {
+                    key: "t/api".into(),
+                    name: "api.example.com.".into(),
+                    record_type: healthroute_table::RecordType::A,
+                    ttl: 30,
+                    last_resort: false,
+                    zone_affinity: None,
+                    selection: Selection::Fixed(Answer {
+                        set_identifier: "x".into(),
+                        target: Target::Values(vec![Value::A([192, 0, 2, 1].into())]),
+                    }),
+                }),
+            );
+            let zones = [ZoneConfig {
+                apex: "example.com.".into(),
+                nameservers: vec![],
+                default_ttl: 45,
+            }];
+            let table =
+                ServingTable::build(&t, &zones, None, &AnswerCounters::default()).expect("builds");
+            shared.store(table);
+        }
+        shared
+    }
 
-impl Forwarder {
-    /// Sends the client's query as it came, over UDP (TCP when the client used TCP, or when
-    /// the UDP answer is truncated), and returns the upstream's reply.
-    pub async fn forward(&self, raw: &[u8], protocol: Protocol) -> Result<Message, Error> {
-        let work = async {
-            if protocol == Protocol::Udp {
-                let reply = self.udp(raw).await?;
-                if !reply.metadata.truncation {
-                    return Ok(reply);
-                }
-            }
-            self.tcp(raw).await
+    async fn ask(shared: &Arc<Shared>, m: Message) -> ResponseCode {
+        let client: SocketAddr = ([127, 0, 0, 1], 5353).into();
+        let request = Request::from_bytes(m.to_vec().expect("encodes"), client, Protocol::Udp)
+            .expect("parses");
+        let handler = DnsHandler {
+            shared: shared.clone(),
         };
-        tokio::time::timeout(self.timeout, work)
+        handler
+            .handle_request::<_, TokioTime>(&request, Discard)
             .await
-            .map_err(|_| Error::UpstreamTimeout {
-                upstream: self.upstream,
-                timeout: self.timeout,
-            })?
+            .response_code
     }
 
-    async fn udp(&self, raw: &[u8]) -> Result<Message, Error> {
-        let bind: SocketAddr = if self.upstream.is_ipv4() {
-            ([0, 0, 0, 0], 0).into()
-        } else {
-            (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
-        };
-        let socket = tokio::net::UdpSocket::bind(bind).await?;
-        socket.connect(self.upstream).await?;
-        socket.send(raw).await?;
-        let id = raw.get(..2).map(|b| u16::from_be_bytes([b[0], b[1]]));
-        let mut buf = vec![0u8; 65_535];
-        loop {
-            let n = socket.recv(&mut buf).await?;
-            match Message::from_vec(&buf[..n]) {
-                Ok(m) if Some(m.metadata.id) == id => return Ok(m),
-                _ => continue, // a stray or spoofed datagram: keep waiting
-            }
+    fn query(name: &str, op: OpCode, class: DNSClass) -> Message {
+        let mut m = Message::new(7, MessageType::Query, op);
+        let mut q = Query::query(Name::from_ascii(name).expect("name"), RecordType::A);
+        q.set_query_class(class);
+        m.add_query(q);
+        m
+    }
+
+    fn count(shared: &Shared, zone: Option<usize>, rcode: ResponseCode) -> u64 {
+        shared
+            .metrics
+            .query_counter(zone, RecordType::A, rcode)
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn render(shared: &Arc<Shared>) -> String {
+        let mut registry = healthroute_admin::metrics::Registry::default();
+        registry.register_collector(Box::new(ServingCollector(shared.clone())));
+        healthroute_admin::metrics::encode(&registry)
+    }
+
+    // SEM-D5: every exit of the handler (an answer, NOTIMP, REFUSED outside the zones
+    // and for another class, SERVFAIL without a table) counts its query once, under its zone,
+    // type and the response code that went out, with one latency sample.
+    #[tokio::test]
+    async fn every_exit_counts_its_query_once() {
+        let s = shared(true);
+        let asked = [
+            (
+                query("api.example.com.", OpCode::Query, DNSClass::IN),
+                Some(0),
+                ResponseCode::NoError,
+            ),
+            (
+                query("api.example.com.", OpCode::Status, DNSClass::IN),
+                None,
+                ResponseCode::NotImp,
+            ),
+            (
+                query("www.other.org.", OpCode::Query, DNSClass::IN),
+                None,
+                ResponseCode::Refused,
+            ),
+            (
+                query("api.example.com.", OpCode::Query, DNSClass::CH),
+                Some(0),
+                ResponseCode::Refused,
+            ),
+        ];
+        for (n, (m, zone, rcode)) in asked.into_iter().enumerate() {
+            assert_eq!(ask(&s, m).await, rcode);
+            assert_eq!(count(&s, zone, rcode), 1, "query {n}");
+            let text = render(&s);
+            let samples = format!("healthroute_dns_request_duration_seconds_count {}", n + 1);
+            assert!(text.contains(&samples), "missing {samples} in\n{text}");
         }
-    }
-
-    async fn tcp(&self, raw: &[u8]) -> Result<Message, Error> {
-        let mut stream = tokio::net::TcpStream::connect(self.upstream).await?;
-        let len = u16::try_from(raw.len()).map_err(|_| Error::QueryTooLarge)?;
-        let mut framed = Vec::with_capacity(raw.len() + 2);
-        framed.extend_from_slice(&len.to_be_bytes());
-        framed.extend_from_slice(raw);
-        stream.write_all(&framed).await?;
-        let n = stream.read_u16().await?;
-        let mut buf = vec![0u8; usize::from(n)];
-        stream.read_exact(&mut buf).await?;
-        Ok(Message::from_vec(&buf)?)
+        let empty = shared(false);
+        let m = query("api.example.com.", OpCode::Query, DNSClass::IN);
+        assert_eq!(ask(&empty, m).await, ResponseCode::ServFail);
+        assert_eq!(count(&empty, None, ResponseCode::ServFail), 1);
     }
 }

@@ -2,12 +2,17 @@
 //! and the simulator.
 #![deny(unsafe_code)]
 
+pub mod cluster;
 pub mod config;
+pub mod counters;
 pub mod error;
 pub mod fastpath;
+pub mod forward;
+// The fuzz targets' checks: built for this crate's tests and for tests/fuzz (feature
+// `fuzzing`), never into the binaries.
+#[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
 pub mod handler;
-pub mod kube;
 pub mod manifest_dir;
 pub mod metrics;
 pub mod plugin;
@@ -15,5 +20,7 @@ pub mod server;
 pub mod serving;
 pub mod simulate;
 pub mod standalone;
+pub mod state;
 pub mod sys;
 pub mod udp;
+pub mod wire;

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use tokio::sync::{mpsc, watch};
+use tracing::{Instrument, info_span};
 
 use healthroute_admin::lifecycle::{self, LogFormat};
 use healthroute_checker::{Checker, Cidr, TargetPolicy};
@@ -268,7 +269,11 @@ async fn serve_standalone(args: ServeArgs, dir: PathBuf) -> Result<(), Error> {
 
     let running = start(config, table_rx).await?;
     let (stop_tx, stop_rx) = watch::channel(false);
-    let compile_loop = tokio::spawn(standalone.run(events_rx, stop_rx));
+    let compile_loop = tokio::spawn(
+        standalone
+            .run(events_rx, stop_rx)
+            .instrument(info_span!("standalone", dir = %dir.display())),
+    );
     lifecycle::shutdown_signal().await;
     running
         .drain(args.drain(0.0), lifecycle::shutdown_signal())
@@ -288,11 +293,14 @@ async fn serve_cluster(args: ServeArgs) -> Result<(), Error> {
         .await
         .map_err(Error::NoClientForResolver)?;
     let (table_tx, table_rx) = watch::channel(None);
-    let mut tasks = vec![tokio::spawn(healthroute_resolver::kube::follow_table(
-        client.clone(),
-        args.table_namespace.clone(),
-        table_tx,
-    ))];
+    let mut tasks = vec![tokio::spawn(
+        healthroute_resolver::cluster::follow_table(
+            client.clone(),
+            args.table_namespace.clone(),
+            table_tx,
+        )
+        .instrument(info_span!("table_follower", namespace = %args.table_namespace)),
+    )];
     let mut checker = None;
     if !args.no_checker {
         let (events_tx, events_rx) = mpsc::channel(4096);
@@ -312,13 +320,17 @@ async fn serve_cluster(args: ServeArgs) -> Result<(), Error> {
         // The heartbeat carries the generation being served (P4).
         let shared = running.shared.clone();
         let served = move || shared.table.load().as_ref().map(|t| t.generation);
-        tasks.push(tokio::spawn(healthroute_resolver::kube::run_checker(
-            client,
-            args.table_namespace.clone(),
-            c,
-            events_rx,
-            served,
-        )));
+        let span = info_span!("checker", checker = %args.checker_name);
+        tasks.push(tokio::spawn(
+            healthroute_resolver::cluster::run_checker(
+                client,
+                args.table_namespace.clone(),
+                c,
+                events_rx,
+                served,
+            )
+            .instrument(span),
+        ));
     }
     lifecycle::shutdown_signal().await;
     running

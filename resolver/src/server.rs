@@ -16,16 +16,18 @@ use arc_swap::ArcSwapOption;
 use healthroute_table::{RoutingTable, Value};
 use hickory_server::Server;
 use tokio::sync::watch;
+use tracing::{Instrument, info_span};
 
 use healthroute_admin::endpoint::Admin;
 use healthroute_admin::metrics::Registry;
 use healthroute_checker::CheckerCollector;
 
 use crate::error::Error;
-use crate::handler::{DnsHandler, Forwarder, Shared};
+use crate::forward::Forwarder;
+use crate::handler::DnsHandler;
 use crate::metrics::Metrics;
-use crate::metrics::ServingCollector;
 use crate::serving::{ServingTable, ZoneConfig};
+use crate::state::{ServingCollector, Shared};
 
 /// How the resolver listens and what it serves.
 #[derive(Debug, Clone)]
@@ -89,7 +91,9 @@ impl Running {
         self.udp_stop
             .store(true, std::sync::atomic::Ordering::Relaxed);
         let threads = std::mem::take(&mut self.udp_threads);
+        let span = info_span!("udp_join");
         let _ = tokio::task::spawn_blocking(move || {
+            let _span = span.entered();
             for t in threads {
                 let _ = t.join();
             }
@@ -180,6 +184,9 @@ pub async fn start(
                 std::thread::Builder::new()
                     .name(format!("udp-{bound}-{i}"))
                     .spawn(move || {
+                        // Entered once for the loop's life: its rare log lines say which
+                        // socket, and no query pays for it.
+                        let _span = info_span!("udp", addr = %bound, socket = i).entered();
                         if let Some(cpu) = cpu {
                             pin_to(cpu);
                         }
@@ -204,15 +211,24 @@ pub async fn start(
         let zones = config.zones.clone();
         let path = config.table_file.clone();
         let local_zone = config.local_zone.clone();
-        tasks.push(tokio::spawn(async move {
+        let task = async move {
             loop {
                 let current = tables.borrow_and_update().clone();
                 if let Some(table) = current {
                     let previous = shared.table.load_full();
-                    match ServingTable::build(&table, &zones, local_zone.as_deref(), &shared.metrics.answers) {
+                    match ServingTable::build(
+                        &table,
+                        &zones,
+                        local_zone.as_deref(),
+                        &shared.metrics.answers,
+                    ) {
                         Ok(serving) => {
                             shared.store(serving);
-                            tracing::info!(generation = table.generation, groups = table.groups.len(), "serving a new table");
+                            tracing::info!(
+                                generation = table.generation,
+                                groups = table.groups.len(),
+                                "serving a new table"
+                            );
                             if let Some(path) = &path
                                 && let Err(e) = write_table_file(path, &table)
                             {
@@ -224,14 +240,17 @@ pub async fn start(
                             drop(previous);
                             crate::sys::release_free_memory();
                         }
-                        Err(e) => tracing::error!(error = %e, "table rejected; still serving the previous one"),
+                        Err(e) => {
+                            tracing::error!(error = %e, "table rejected; still serving the previous one")
+                        }
                     }
                 }
                 if tables.changed().await.is_err() {
                     break;
                 }
             }
-        }));
+        };
+        tasks.push(tokio::spawn(task.instrument(info_span!("table_feed"))));
     }
 
     let admin_addr = match config.admin_listen {
@@ -253,10 +272,10 @@ pub async fn start(
                 registry,
                 readiness: shared.clone(),
             };
-            tasks.push(tokio::spawn(healthroute_admin::endpoint::serve(
-                listener,
-                Arc::new(admin),
-            )));
+            tasks.push(tokio::spawn(
+                healthroute_admin::endpoint::serve(listener, Arc::new(admin))
+                    .instrument(info_span!("admin", addr = %local)),
+            ));
             Some(local)
         }
         None => None,
@@ -377,23 +396,72 @@ pub fn write_table_file(path: &std::path::Path, table: &RoutingTable<Value>) -> 
     Ok(std::fs::rename(&tmp, path)?)
 }
 
-impl healthroute_admin::endpoint::Readiness for Shared {
-    fn not_ready(&self) -> Option<String> {
-        if self.draining.load(std::sync::atomic::Ordering::Relaxed) {
-            return Some("shutting down: still answering while traffic moves away".into());
-        }
-        match self.table.load_full() {
-            Some(_) => None,
-            None => Some("no routing table yet".into()),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::os::fd::AsFd;
+    use std::sync::Mutex;
 
     use super::*;
+
+    /// Log lines, kept for the test to read.
+    #[derive(Clone, Default)]
+    struct Lines(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Lines {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if let Ok(mut lines) = self.0.lock() {
+                lines.extend_from_slice(buf);
+            }
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    // Every spawned task has a span: what the table task logs says it comes from it.
+    #[tokio::test]
+    async fn the_table_task_logs_in_its_span() {
+        let lines = Lines::default();
+        let writer = lines.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        // This test's thread only: a current-thread runtime runs the spawned tasks here.
+        let _guard = tracing::subscriber::set_default(subscriber);
+        let (_tx, tables) = watch::channel(Some(Arc::new(RoutingTable::default())));
+        let config = ServeConfig {
+            listen: vec!["127.0.0.1:0".parse().expect("addr")],
+            admin_listen: None,
+            zones: vec![ZoneConfig {
+                apex: "example.com.".into(),
+                nameservers: vec![],
+                default_ttl: 60,
+            }],
+            upstream: None,
+            upstream_timeout: Duration::from_secs(1),
+            table_file: None,
+            udp_sockets: 1,
+            udp_cpu_affinity: Affinity::Off,
+            local_zone: None,
+            checker: None,
+        };
+        let running = start(config, tables).await.expect("starts");
+        for _ in 0..200 {
+            if running.shared.table.load().is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        running.shutdown().await;
+        let text = String::from_utf8_lossy(&lines.0.lock().expect("lines")).into_owned();
+        let served = text
+            .lines()
+            .find(|l| l.contains("serving a new table"))
+            .unwrap_or_else(|| panic!("no table served in\n{text}"));
+        assert!(served.contains("table_feed"), "{served}");
+    }
 
     #[test]
     fn udp_listeners_never_fragment_their_replies() {

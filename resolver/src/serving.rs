@@ -13,11 +13,13 @@
 //!        └─ simulate: draws answers from it
 //! ```
 //!
-//! A wire RR here is an RR without its owner: TYPE, CLASS, TTL, RDLENGTH and RDATA, with no
-//! compression inside (a CNAME's target is written in full, so later RRs of a chain can point
-//! at it). The owner is written per reply: the question name for the first step of a chain,
-//! the CNAME target of the step before for the others. A new table replaces the old one
-//! atomically (`ArcSwap` in the handler); a query only reads.
+//! The RRs are wire RRs without their owner ([`crate::wire`]). The owner is written per reply:
+//! the question name for the first step of a chain, the CNAME target of the step before for
+//! the others. A new table replaces the old one atomically (an `ArcSwap` in the process
+//! state, `state::Shared`); a query only reads.
+//!
+//! Layer: above `wire` and `counters`, below everything that answers (fastpath, handler,
+//! simulate); it knows nothing of sockets or of the process state.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -29,16 +31,11 @@ use healthroute_table::{
     resolve_with,
 };
 
-use crate::metrics::{AnswerCounters, Tally};
-
-pub const TYPE_A: u16 = 1;
-pub const TYPE_NS: u16 = 2;
-pub const TYPE_CNAME: u16 = 5;
-pub const TYPE_SOA: u16 = 6;
-pub const TYPE_HINFO: u16 = 13;
-pub const TYPE_TXT: u16 = 16;
-pub const TYPE_AAAA: u16 = 28;
-pub const TYPE_ANY: u16 = 255;
+use crate::counters::{AnswerCounters, Tally};
+use crate::wire::{
+    TYPE_ANY, TYPE_CNAME, TYPE_HINFO, TYPE_NS, TYPE_SOA, in_zone, is_label_prefix, rr, value_rr,
+    wire_name, wire_type,
+};
 
 /// The longest CNAME chain followed inside the served zones (D8).
 pub const MAX_CHAIN: usize = 8;
@@ -275,7 +272,7 @@ impl ServingTable {
         let mut by_key: HashMap<Arc<str>, u32> = HashMap::with_capacity(table.groups.len());
         for group in table.groups.values() {
             let (wire, same_zone) =
-                group.for_zone(local_zone, &mut |v: &Value| encode_wire(v, group.ttl));
+                group.for_zone(local_zone, &mut |v: &Value| value_rr(v, group.ttl));
             let group_counters = GroupCounters {
                 by_record: set_identifiers(&wire.selection)
                     .iter()
@@ -520,15 +517,6 @@ fn normalize(raw: &str) -> Result<String, Error> {
     Ok(healthroute_table::normalize_name(raw)?)
 }
 
-fn wire_type(t: TableType) -> u16 {
-    match t {
-        TableType::A => TYPE_A,
-        TableType::Aaaa => TYPE_AAAA,
-        TableType::Cname => TYPE_CNAME,
-        TableType::Txt => TYPE_TXT,
-    }
-}
-
 /// The set identifiers answers are counted under, in selection order.
 fn set_identifiers<V>(selection: &Selection<V>) -> Vec<Arc<str>> {
     match selection {
@@ -557,62 +545,6 @@ fn record_index<V>(selection: &Selection<V>, id: &Arc<str>) -> Option<usize> {
     }
 }
 
-/// Lower-case wire form of a normalised name (`a.example.com.` → `\x01a\x07example\x03com\x00`).
-pub fn wire_name(name: &str) -> Vec<u8> {
-    let mut out = Vec::with_capacity(name.len() + 2);
-    for label in name.split('.').filter(|l| !l.is_empty()) {
-        out.push(label.len() as u8);
-        out.extend(label.bytes().map(|b| b.to_ascii_lowercase()));
-    }
-    out.push(0);
-    out
-}
-
-/// Whether wire name `qname` is `apex` or below it (on a label boundary).
-pub fn in_zone(qname: &[u8], apex: &[u8]) -> bool {
-    let mut i = 0;
-    while i < qname.len() {
-        if qname.len() - i == apex.len() {
-            return &qname[i..] == apex;
-        }
-        if qname.len() - i < apex.len() {
-            return false;
-        }
-        i += usize::from(qname[i]) + 1;
-    }
-    false
-}
-
-/// An RR without its owner.
-fn rr(rtype: u16, ttl: u32, rdata: &[u8]) -> Box<[u8]> {
-    let mut out = Vec::with_capacity(10 + rdata.len());
-    out.extend_from_slice(&rtype.to_be_bytes());
-    out.extend_from_slice(&1u16.to_be_bytes());
-    out.extend_from_slice(&ttl.to_be_bytes());
-    out.extend_from_slice(&(rdata.len() as u16).to_be_bytes());
-    out.extend_from_slice(rdata);
-    out.into()
-}
-
-/// One answer value as an RR without its owner.
-fn encode_wire(v: &Value, ttl: u32) -> Box<[u8]> {
-    match v {
-        Value::A(a) => rr(TYPE_A, ttl, &a.octets()),
-        Value::Aaaa(a) => rr(TYPE_AAAA, ttl, &a.octets()),
-        Value::Cname(n) => rr(TYPE_CNAME, ttl, &wire_name(n)),
-        Value::Txt(t) => {
-            // Validated by the compiler; a value it would refuse is served as plain text.
-            let strings = healthroute_table::txt::character_strings(t)
-                .unwrap_or_else(|_| vec![t.as_bytes().iter().take(255).copied().collect()]);
-            let rdata: Vec<u8> = strings
-                .iter()
-                .flat_map(|s| std::iter::once(s.len() as u8).chain(s.iter().copied()))
-                .collect();
-            rr(TYPE_TXT, ttl, &rdata)
-        }
-    }
-}
-
 /// A zone's SOA RR after the owner name, its RDATA names compressed against the apex.
 fn soa_tail(apex_wire: &[u8], mname: &str, rname: &str, serial: u32, minimum: u32) -> SoaTail {
     let mut rdata = Vec::with_capacity(64);
@@ -636,13 +568,4 @@ fn soa_tail(apex_wire: &[u8], mname: &str, rname: &str, serial: u32, minimum: u3
         bytes: rr(TYPE_SOA, minimum, &rdata),
         apex_pointers: apex_pointers.into(),
     }
-}
-
-/// Whether `prefix` is a whole number of wire labels (so what follows starts a label).
-fn is_label_prefix(prefix: &[u8]) -> bool {
-    let mut i = 0;
-    while i < prefix.len() {
-        i += usize::from(prefix[i]) + 1;
-    }
-    i == prefix.len()
 }

@@ -15,12 +15,13 @@ use healthroute_api::CheckType;
 use healthroute_compiler::manifests::Manifests;
 use healthroute_compiler::shift::targets;
 use healthroute_compiler::{CheckerView, Compiler, ObjectKey, ServedZones};
-use healthroute_table::{RecordType, normalize_name};
+use healthroute_table::{RecordType, RoutingTable, Value, normalize_name};
 use jiff::Timestamp;
 
 use crate::config::{FileConfig, zones_and_ttl};
-use crate::metrics::{AnswerCounters, Tally};
-use crate::serving::{ChainEnd, Outcome, ServingTable, ZoneConfig, wire_name};
+use crate::counters::{AnswerCounters, Tally};
+use crate::serving::{Chain, ChainEnd, Outcome, ServingTable, ZoneConfig};
+use crate::wire::{TYPE_A, TYPE_AAAA, TYPE_CNAME, wire_name, wire_type};
 
 /// The checker name the simulator reports its what-if views as.
 const SIMULATOR: &str = "simulator";
@@ -82,7 +83,9 @@ pub fn run(args: &SimulateArgs) -> Result<String, Error> {
     run_on(args, zones, ttl, manifests, file.zone_name.clone())
 }
 
-/// The simulation over `manifests` (a directory's, or a cluster's current objects).
+/// The simulation over `manifests` (a directory's, or a cluster's current objects), in its
+/// steps: read the question, apply the what-ifs and compile, then answer with the resolver's
+/// own serving table and print the chain, the shares of the answers drawn, and why.
 pub fn run_on(
     args: &SimulateArgs,
     zones: ServedZones,
@@ -90,17 +93,103 @@ pub fn run_on(
     mut manifests: Manifests,
     default_from_zone: Option<String>,
 ) -> Result<String, Error> {
-    let now = match &args.now {
-        Some(raw) => raw.parse::<Timestamp>().map_err(|source| Error::Now {
-            raw: raw.clone(),
-            source,
-        })?,
-        None => Timestamp::now(),
-    };
-    let rtype: RecordType = args.record_type.parse()?;
-    let name = normalize_name(&args.name)?;
+    let asked = Asked::parse(args)?;
+    mark_not_ready(&mut manifests, &args.not_ready)?;
+    let compiler = compile_what_ifs(args, &zones, ttl, &manifests, asked.now)?;
 
-    for ip in &args.not_ready {
+    let mut out = String::new();
+    for warning in &manifests.warnings {
+        let _ = writeln!(out, "note: {warning}");
+    }
+    let Asked { now, rtype, name } = &asked;
+    let Some(zone) = zones.zone_of(name) else {
+        let _ = writeln!(
+            out,
+            "{name} {rtype}: REFUSED (not in a served zone: {})",
+            zones.names().join(", ")
+        );
+        return Ok(out);
+    };
+    rejected_claimants(&compiler, &manifests, &asked, &mut out);
+
+    // The resolver's own serving form and lookup: what the simulator prints is what a
+    // resolver answers (D8 chains included).
+    let table = compiler.table();
+    let counters = AnswerCounters::default();
+    let from_zone = args.from_zone.clone().or(default_from_zone);
+    let serving = serving_table(&table, &zones, ttl, from_zone.as_deref(), &counters)?;
+    let qname = wire_name(name);
+    let qtype = wire_type(*rtype);
+    let mut rng = fastrand::Rng::with_seed(args.seed);
+    let first = serving.lookup(&qname, qtype, &mut rng, &mut Tally::default());
+    let chain = match &first {
+        Outcome::Answer { chain, .. } => chain,
+        Outcome::NxDomain { .. } => {
+            let _ = writeln!(out, "{name} {rtype}: NXDOMAIN (zone {zone})");
+            return Ok(out);
+        }
+        _ => {
+            no_data(&table, &asked, &mut out);
+            return Ok(out);
+        }
+    };
+    let Some(head) = chain.iter().next() else {
+        return Err(Error::Inconsistent(name.clone()));
+    };
+    let chained = chain_lines(chain, &manifests, &asked, &mut out);
+    zone_affinity_lines(chain, &table, from_zone.as_deref(), &mut out);
+    // The draws start from the seed again: the shares do not depend on the lookup above.
+    let mut rng = fastrand::Rng::with_seed(args.seed);
+    let draw = || describe(&serving.lookup(&qname, qtype, &mut rng, &mut Tally::default()));
+    answer_shares(args.queries.max(1), draw, &mut out);
+    let _ = writeln!(
+        out,
+        "last resort: {}",
+        if head.group.wire.last_resort {
+            "yes (no record is healthy)"
+        } else {
+            "no"
+        }
+    );
+    shift_lines(&compiler, &manifests, &chained[0], *now, &mut out);
+    if args.explain {
+        let _ = writeln!(out, "decision:");
+        for key in &chained {
+            explain(&compiler, &manifests, key, &mut out, 0);
+        }
+    }
+    Ok(out)
+}
+
+/// The question and the time it is asked at, as the arguments give them.
+struct Asked {
+    now: Timestamp,
+    rtype: RecordType,
+    /// Normalised: lower case, with the trailing dot.
+    name: String,
+}
+
+impl Asked {
+    fn parse(args: &SimulateArgs) -> Result<Asked, Error> {
+        let now = match &args.now {
+            Some(raw) => raw.parse::<Timestamp>().map_err(|source| Error::Now {
+                raw: raw.clone(),
+                source,
+            })?,
+            None => Timestamp::now(),
+        };
+        Ok(Asked {
+            now,
+            rtype: args.record_type.parse()?,
+            name: normalize_name(&args.name)?,
+        })
+    }
+}
+
+/// `--not-ready`: each endpoint with one of these addresses is neither ready nor serving; an
+/// address no endpoint has is an error.
+fn mark_not_ready(manifests: &mut Manifests, addresses: &[IpAddr]) -> Result<(), Error> {
+    for ip in addresses {
         let mut found = false;
         for svc in manifests.services.values_mut() {
             for ep in svc.endpoints.iter_mut().filter(|e| e.address == *ip) {
@@ -113,74 +202,25 @@ pub fn run_on(
             return Err(Error::NoSuchEndpoint(ip.to_string()));
         }
     }
+    Ok(())
+}
+
+/// The compiler over `manifests` with the what-ifs applied (`--unhealthy`, `--alarm`, the
+/// views handed in), compiled at `now`.
+fn compile_what_ifs(
+    args: &SimulateArgs,
+    zones: &ServedZones,
+    ttl: u32,
+    manifests: &Manifests,
+    now: Timestamp,
+) -> Result<Compiler, Error> {
     let mut compiler = Compiler::new(zones.clone(), ttl).explaining();
     let _ = manifests.clone().apply_to(&mut compiler, None);
     for wanted in &args.unhealthy {
-        for key in checks_named(&manifests, "--unhealthy", wanted, wanted)? {
-            if manifests.checks[&key].spec.check_type == CheckType::Calculated {
-                return Err(Error::CalculatedUnhealthy(wanted.clone()));
-            }
-            compiler.set_check_view(
-                &key,
-                CheckerView {
-                    checker: SIMULATOR.into(),
-                    zone: None,
-                    healthy: false,
-                    message: Some("--unhealthy".into()),
-                    values: Vec::new(),
-                },
-            );
-        }
+        mark_unhealthy(&mut compiler, manifests, wanted)?;
     }
     for wanted in &args.alarm {
-        let (name, state) = wanted
-            .split_once('=')
-            .ok_or_else(|| Error::AlarmForm(wanted.clone()))?;
-        for key in checks_named(&manifests, "--alarm", name, wanted)? {
-            let spec = &manifests.checks[&key].spec;
-            let Some(metric) = spec
-                .metric
-                .as_ref()
-                .filter(|_| spec.check_type == CheckType::Metric)
-            else {
-                return Err(Error::NotMetric {
-                    wanted: wanted.clone(),
-                    check: key.to_string(),
-                });
-            };
-            use healthroute_api::InsufficientDataHealthStatus as Nodata;
-            let (evaluation, healthy) = match state.to_ascii_lowercase().as_str() {
-                "ok" => ("OK", Some(true)),
-                "alarm" => ("ALARM", Some(false)),
-                "nodata" => (
-                    "INSUFFICIENT_DATA",
-                    match metric.insufficient_data_health_status.unwrap_or_default() {
-                        Nodata::Healthy => Some(true),
-                        Nodata::Unhealthy => Some(false),
-                        // No observation: the check keeps the status it had (H13, H6).
-                        Nodata::LastKnownStatus => None,
-                    },
-                ),
-                other => {
-                    return Err(Error::AlarmState {
-                        wanted: wanted.clone(),
-                        state: other.to_owned(),
-                    });
-                }
-            };
-            if let Some(healthy) = healthy {
-                compiler.set_check_view(
-                    &key,
-                    CheckerView {
-                        checker: SIMULATOR.into(),
-                        zone: None,
-                        healthy,
-                        message: Some(format!("{evaluation}: simulated (--alarm {state})")),
-                        values: Vec::new(),
-                    },
-                );
-            }
-        }
+        set_alarm(&mut compiler, manifests, wanted)?;
     }
     for (key, view) in &args.views {
         compiler.set_heartbeat(view.checker.clone(), now);
@@ -188,27 +228,96 @@ pub fn run_on(
     }
     compiler.set_heartbeat(SIMULATOR, now);
     compiler.compile(now);
+    Ok(compiler)
+}
 
-    let mut out = String::new();
-    for warning in &manifests.warnings {
-        let _ = writeln!(out, "note: {warning}");
-    }
-    let Some(zone) = zones.zone_of(&name) else {
-        let _ = writeln!(
-            out,
-            "{name} {rtype}: REFUSED (not in a served zone: {})",
-            zones.names().join(", ")
+/// `--unhealthy NAME`: every HealthCheck it names is seen unhealthy by the simulator's
+/// checker. A Calculated check has no checker of its own, so it cannot be.
+fn mark_unhealthy(
+    compiler: &mut Compiler,
+    manifests: &Manifests,
+    wanted: &str,
+) -> Result<(), Error> {
+    for key in checks_named(manifests, "--unhealthy", wanted, wanted)? {
+        if manifests.checks[&key].spec.check_type == CheckType::Calculated {
+            return Err(Error::CalculatedUnhealthy(wanted.to_owned()));
+        }
+        compiler.set_check_view(
+            &key,
+            CheckerView {
+                checker: SIMULATOR.into(),
+                zone: None,
+                healthy: false,
+                message: Some("--unhealthy".into()),
+                values: Vec::new(),
+            },
         );
-        return Ok(out);
-    };
+    }
+    Ok(())
+}
 
-    // Rejected groups that claim this name: say why.
+/// `--alarm NAME=STATE`: every Metric check it names has evaluated to STATE for long enough to
+/// flip (H13); `nodata` follows the check's insufficient-data setting.
+fn set_alarm(compiler: &mut Compiler, manifests: &Manifests, wanted: &str) -> Result<(), Error> {
+    let (name, state) = wanted
+        .split_once('=')
+        .ok_or_else(|| Error::AlarmForm(wanted.to_owned()))?;
+    for key in checks_named(manifests, "--alarm", name, wanted)? {
+        let spec = &manifests.checks[&key].spec;
+        let Some(metric) = spec
+            .metric
+            .as_ref()
+            .filter(|_| spec.check_type == CheckType::Metric)
+        else {
+            return Err(Error::NotMetric {
+                wanted: wanted.to_owned(),
+                check: key.to_string(),
+            });
+        };
+        use healthroute_api::InsufficientDataHealthStatus as Nodata;
+        let (evaluation, healthy) = match state.to_ascii_lowercase().as_str() {
+            "ok" => ("OK", Some(true)),
+            "alarm" => ("ALARM", Some(false)),
+            "nodata" => (
+                "INSUFFICIENT_DATA",
+                match metric.insufficient_data_health_status.unwrap_or_default() {
+                    Nodata::Healthy => Some(true),
+                    Nodata::Unhealthy => Some(false),
+                    // No observation: the check keeps the status it had (H13, H6).
+                    Nodata::LastKnownStatus => None,
+                },
+            ),
+            other => {
+                return Err(Error::AlarmState {
+                    wanted: wanted.to_owned(),
+                    state: other.to_owned(),
+                });
+            }
+        };
+        if let Some(healthy) = healthy {
+            compiler.set_check_view(
+                &key,
+                CheckerView {
+                    checker: SIMULATOR.into(),
+                    zone: None,
+                    healthy,
+                    message: Some(format!("{evaluation}: simulated (--alarm {state})")),
+                    values: Vec::new(),
+                },
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Prints why each rejected RecordGroup that claims the asked name and type is rejected.
+fn rejected_claimants(compiler: &Compiler, manifests: &Manifests, asked: &Asked, out: &mut String) {
     let claimants: Vec<ObjectKey> = compiler
         .group_keys()
         .filter(|k| {
             manifests.groups.get(*k).is_some_and(|g| {
-                normalize_name(&g.spec.name).ok().as_deref() == Some(name.as_str())
-                    && healthroute_compiler::group::record_type(g.spec.record_type) == rtype
+                normalize_name(&g.spec.name).ok().as_deref() == Some(asked.name.as_str())
+                    && healthroute_compiler::group::record_type(g.spec.record_type) == asked.rtype
             })
         })
         .cloned()
@@ -222,10 +331,17 @@ pub fn run_on(
             );
         }
     }
+}
 
-    // The resolver's own serving form and lookup: what the simulator prints is what a
-    // resolver answers (D8 chains included).
-    let table = compiler.table();
+/// The serving table a resolver in `from_zone` would build from `table`, its answers counted
+/// into `counters`.
+fn serving_table(
+    table: &RoutingTable<Value>,
+    zones: &ServedZones,
+    ttl: u32,
+    from_zone: Option<&str>,
+    counters: &AnswerCounters,
+) -> Result<ServingTable, Error> {
     let serving_zones: Vec<ZoneConfig> = zones
         .names()
         .iter()
@@ -235,43 +351,37 @@ pub fn run_on(
             default_ttl: ttl,
         })
         .collect();
-    let counters = AnswerCounters::default();
-    let from_zone = args.from_zone.clone().or(default_from_zone);
-    let serving = ServingTable::build(&table, &serving_zones, from_zone.as_deref(), &counters)?;
-    let qname = wire_name(&name);
-    let qtype = wire_type(rtype);
-    let mut rng = fastrand::Rng::with_seed(args.seed);
-    let first = serving.lookup(&qname, qtype, &mut rng, &mut Tally::default());
-    let chain = match &first {
-        Outcome::Answer { chain, .. } => chain,
-        Outcome::NxDomain { .. } => {
-            let _ = writeln!(out, "{name} {rtype}: NXDOMAIN (zone {zone})");
-            return Ok(out);
+    ServingTable::build(table, &serving_zones, from_zone, counters)
+}
+
+/// Prints a NODATA answer, with the types the name does have.
+fn no_data(table: &RoutingTable<Value>, asked: &Asked, out: &mut String) {
+    let Asked { name, rtype, .. } = asked;
+    let others: Vec<String> = table
+        .groups
+        .values()
+        .filter(|g| *g.name == **name)
+        .map(|g| g.record_type.to_string())
+        .collect();
+    let _ = writeln!(
+        out,
+        "{name} {rtype}: NOERROR, no answer (NODATA; the name has {})",
+        if others.is_empty() {
+            "names below it".to_owned()
+        } else {
+            others.join(", ")
         }
-        _ => {
-            let others: Vec<String> = table
-                .groups
-                .values()
-                .filter(|g| *g.name == *name)
-                .map(|g| g.record_type.to_string())
-                .collect();
-            let _ = writeln!(
-                out,
-                "{name} {rtype}: NOERROR, no answer (NODATA; the name has {})",
-                if others.is_empty() {
-                    "names below it".to_owned()
-                } else {
-                    others.join(", ")
-                }
-            );
-            return Ok(out);
-        }
-    };
-    let mut steps = chain.iter();
-    let Some(head) = steps.next() else {
-        return Err(Error::Inconsistent(name));
-    };
-    let key_text = head.group.wire.key.to_string();
+    );
+}
+
+/// Prints the groups of the answer's chain, each with its policy and TTL; returns their keys,
+/// the asked name's group first.
+fn chain_lines(
+    chain: &Chain<'_>,
+    manifests: &Manifests,
+    asked: &Asked,
+    out: &mut String,
+) -> Vec<String> {
     let policy = |key: &str| {
         manifests
             .groups
@@ -280,32 +390,47 @@ pub fn run_on(
             .map(|(_, g)| format!("{:?}", g.spec.routing_policy))
             .unwrap_or_default()
     };
-    let _ = writeln!(
-        out,
-        "{name} {rtype}  (RecordGroup {}, {}, TTL {})",
-        head.group.wire.key,
-        policy(&key_text),
-        head.group.wire.ttl
-    );
-    let mut chained = vec![key_text.clone()];
-    for step in steps {
+    let mut chained = Vec::new();
+    for (i, step) in chain.iter().enumerate() {
         let key = step.group.wire.key.to_string();
-        let _ = writeln!(
-            out,
-            "  then {} {}  (RecordGroup {key}, {}, TTL {}; CNAME followed inside the zones)",
-            step.group.wire.name,
-            step.group.wire.record_type,
-            policy(&key),
-            step.group.wire.ttl
-        );
+        if i == 0 {
+            let _ = writeln!(
+                out,
+                "{} {}  (RecordGroup {key}, {}, TTL {})",
+                asked.name,
+                asked.rtype,
+                policy(&key),
+                step.group.wire.ttl
+            );
+        } else {
+            let _ = writeln!(
+                out,
+                "  then {} {}  (RecordGroup {key}, {}, TTL {}; CNAME followed inside the zones)",
+                step.group.wire.name,
+                step.group.wire.record_type,
+                policy(&key),
+                step.group.wire.ttl
+            );
+        }
         chained.push(key);
     }
+    chained
+}
+
+/// Prints, for each group of the chain with zone affinity, which zone's answers a resolver in
+/// `from_zone` gives (A1-A3).
+fn zone_affinity_lines(
+    chain: &Chain<'_>,
+    table: &RoutingTable<Value>,
+    from_zone: Option<&str>,
+    out: &mut String,
+) {
     for step in chain.iter() {
         if step.group.wire.zone_affinity.is_none() {
             continue;
         }
         let compiled = table.groups.get(&step.group.wire.key);
-        let zone_line = match (&from_zone, compiled) {
+        let zone_line = match (from_zone, compiled) {
             (None, _) => {
                 "asked from no zone (--from-zone ZONE): answers from every zone".to_owned()
             }
@@ -318,13 +443,14 @@ pub fn run_on(
         };
         let _ = writeln!(out, "zone affinity ({}): {zone_line}", step.group.wire.key);
     }
-    let last_resort = head.group.wire.last_resort;
-    let mut rng = fastrand::Rng::with_seed(args.seed);
+}
+
+/// Draws `queries` answers and prints each distinct answer's share, or, when there are too
+/// many distinct answers to read, each value's share.
+fn answer_shares(queries: usize, mut draw: impl FnMut() -> String, out: &mut String) {
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-    let queries = args.queries.max(1);
     for _ in 0..queries {
-        let answer = describe(&serving.lookup(&qname, qtype, &mut rng, &mut Tally::default()));
-        *counts.entry(answer).or_default() += 1;
+        *counts.entry(draw()).or_default() += 1;
     }
     let mut by_share: Vec<(String, usize)> = counts.into_iter().collect();
     by_share.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -362,23 +488,6 @@ pub fn run_on(
             );
         }
     }
-    let _ = writeln!(
-        out,
-        "last resort: {}",
-        if last_resort {
-            "yes (no record is healthy)"
-        } else {
-            "no"
-        }
-    );
-    shift_lines(&compiler, &manifests, &key_text, now, &mut out);
-    if args.explain {
-        let _ = writeln!(out, "decision:");
-        for key in &chained {
-            explain(&compiler, &manifests, key, &mut out, 0);
-        }
-    }
-    Ok(out)
 }
 
 /// One answer as the simulator prints it: each step's values (sorted), steps joined by
@@ -415,15 +524,15 @@ fn show(rr: &[u8]) -> String {
     let rtype = u16::from_be_bytes([rr[0], rr[1]]);
     let rdata = rr.get(10..).unwrap_or_default();
     match rtype {
-        crate::serving::TYPE_A if rdata.len() == 4 => {
+        TYPE_A if rdata.len() == 4 => {
             std::net::Ipv4Addr::new(rdata[0], rdata[1], rdata[2], rdata[3]).to_string()
         }
-        crate::serving::TYPE_AAAA if rdata.len() == 16 => {
+        TYPE_AAAA if rdata.len() == 16 => {
             let mut octets = [0u8; 16];
             octets.copy_from_slice(rdata);
             std::net::Ipv6Addr::from(octets).to_string()
         }
-        crate::serving::TYPE_CNAME => {
+        TYPE_CNAME => {
             let mut name = String::new();
             let mut i = 0;
             while let Some(&len) = rdata.get(i) {
@@ -452,15 +561,6 @@ fn show(rr: &[u8]) -> String {
             }
             parts.join(" ")
         }
-    }
-}
-
-fn wire_type(t: RecordType) -> u16 {
-    match t {
-        RecordType::A => crate::serving::TYPE_A,
-        RecordType::Aaaa => crate::serving::TYPE_AAAA,
-        RecordType::Cname => crate::serving::TYPE_CNAME,
-        RecordType::Txt => crate::serving::TYPE_TXT,
     }
 }
 

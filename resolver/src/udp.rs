@@ -25,10 +25,12 @@ use hickory_server::zone_handler::MessageResponse;
 use nix::errno::Errno;
 use nix::sys::socket::{MsgFlags, MultiHeaders, SockaddrStorage, recvmmsg};
 use tokio::runtime::Handle;
+use tracing::Instrument;
 
+use crate::counters::Tally;
 use crate::fastpath::{self, Fast};
-use crate::handler::{DnsHandler, MAX_UDP_PAYLOAD};
-use crate::metrics::Tally;
+use crate::handler::DnsHandler;
+use crate::wire::MAX_UDP_PAYLOAD;
 
 /// Datagrams taken from the socket per `recvmmsg` call (and replies per `sendmmsg`).
 const BATCH: usize = 16;
@@ -101,7 +103,10 @@ pub fn serve(socket: Arc<UdpSocket>, handler: DnsHandler, runtime: Handle, stop:
                     let raw = request.to_vec();
                     let socket = socket.clone();
                     let handler = handler.clone();
-                    runtime.spawn(async move { slow_path(raw, src, socket, handler).await });
+                    // A debug span: per query, so off at the default level, where creating
+                    // it costs one check of the filter; its events are debug ones too.
+                    let span = tracing::debug_span!("dns_fallback", client = %src);
+                    runtime.spawn(slow_path(raw, src, socket, handler).instrument(span));
                 }
             }
         }

@@ -128,7 +128,7 @@ async fn publisher_writes_shards_then_manifest_and_only_changes() {
         }
         (written, handle)
     });
-    let report = publisher.publish(&table).await.expect("publishes");
+    let report = publisher.publish(&table, || true).await.expect("publishes");
     assert_eq!((report.shards_written, report.manifest_written), (4, true));
     let (written, mut handle) = server.await.expect("server");
 
@@ -151,7 +151,7 @@ async fn publisher_writes_shards_then_manifest_and_only_changes() {
     assert_eq!(assembled.generation, 1, "the publisher's first generation");
 
     // Unchanged: no request at all.
-    let report = publisher.publish(&table).await.expect("publishes");
+    let report = publisher.publish(&table, || true).await.expect("publishes");
     assert_eq!((report.shards_written, report.manifest_written), (0, false));
 
     // One group changes: one shard and the manifest.
@@ -169,7 +169,10 @@ async fn publisher_writes_shards_then_manifest_and_only_changes() {
             .await;
         }
     });
-    let report = publisher.publish(&changed).await.expect("publishes");
+    let report = publisher
+        .publish(&changed, || true)
+        .await
+        .expect("publishes");
     assert_eq!((report.shards_written, report.manifest_written), (1, true));
     server.await.expect("server");
 }
@@ -197,7 +200,7 @@ async fn new_leader_does_not_rewrite_unchanged_shards() {
         })
         .await;
     });
-    let report = publisher.publish(&table).await.expect("publishes");
+    let report = publisher.publish(&table, || true).await.expect("publishes");
     assert_eq!((report.shards_written, report.manifest_written), (0, false));
     server.await.expect("server");
 }

@@ -22,7 +22,7 @@ use fake_api::{FakeApi, Settings};
 use futures::channel::mpsc::{UnboundedSender, unbounded};
 use healthroute_api::RecordGroup;
 use healthroute_compiler::ServedZones;
-use healthroute_operator::controller::{self, Config, Input, OperatorMetrics};
+use healthroute_operator::controller::{self, Config, Input, OperatorMetrics, Readiness};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::runtime::watcher::Event;
@@ -59,24 +59,30 @@ struct Loop {
     inputs: UnboundedSender<Input>,
     leader: watch::Sender<bool>,
     stop: watch::Sender<bool>,
-    metrics: Arc<OperatorMetrics>,
+    metrics: OperatorMetrics,
+    readiness: Arc<Readiness>,
 }
 
 fn start(client: kube::Client, leader: bool) -> Loop {
     let (inputs, rx) = unbounded();
     let (leader_tx, leader_rx) = watch::channel(leader);
     let (stop, stop_rx) = watch::channel(false);
-    let metrics = Arc::new(OperatorMetrics::default());
-    let config = Config::new(
+    let metrics = OperatorMetrics::default();
+    let readiness = Arc::new(Readiness::default());
+    let mut config = Config::new(
         "healthroute",
         ServedZones::new(["example.com"]).expect("zone"),
     );
+    // The stand-in never sends the watch events of the statuses it takes, so a re-check
+    // would find every status missing and queue it again: not what a cluster does.
+    config.status_recheck = Duration::from_secs(24 * 3600);
     tokio::spawn(controller::run_with(
         client,
         config,
         rx,
         leader_rx,
         metrics.clone(),
+        readiness.clone(),
         stop_rx,
     ));
     Loop {
@@ -84,6 +90,7 @@ fn start(client: kube::Client, leader: bool) -> Loop {
         leader: leader_tx,
         stop,
         metrics,
+        readiness,
     }
 }
 
@@ -151,8 +158,12 @@ async fn main() {
     let mut to_shard = Vec::with_capacity(changes);
     let mut to_manifest = Vec::with_capacity(changes);
     let mut backlog_at_end = 0;
-    let compiles_before = cold.metrics.compiles.load(Ordering::Relaxed);
-    let compile_us_before = cold.metrics.compile_micros_sum.load(Ordering::Relaxed);
+    let compiles_before = cold.metrics.control.compiles.load(Ordering::Relaxed);
+    let compile_us_before = cold
+        .metrics
+        .control
+        .compile_micros_sum
+        .load(Ordering::Relaxed);
     let mut applied = Vec::with_capacity(changes);
     for n in 0..changes {
         let i = (n * 7919) % groups;
@@ -174,13 +185,18 @@ async fn main() {
             .map_or(manifest.at, |s| s.at);
         to_shard.push(shard - sent);
         to_manifest.push(manifest.at - sent);
-        backlog_at_end = cold.metrics.status_backlog.load(Ordering::Relaxed);
+        backlog_at_end = cold.metrics.status.backlog.load(Ordering::Relaxed);
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     to_shard.sort();
     to_manifest.sort();
-    let compiles = cold.metrics.compiles.load(Ordering::Relaxed) - compiles_before;
-    let compile_us = cold.metrics.compile_micros_sum.load(Ordering::Relaxed) - compile_us_before;
+    let compiles = cold.metrics.control.compiles.load(Ordering::Relaxed) - compiles_before;
+    let compile_us = cold
+        .metrics
+        .control
+        .compile_micros_sum
+        .load(Ordering::Relaxed)
+        - compile_us_before;
     println!(
         "compile after one change: {:.2} ms on average over {compiles} compiles",
         compile_us as f64 / compiles.max(1) as f64 / 1e3
@@ -192,7 +208,7 @@ async fn main() {
         ms(percentile(&to_manifest, 50)),
         ms(percentile(&to_manifest, 99)),
         backlog_at_end,
-        cold.metrics.status_writes.load(Ordering::Relaxed),
+        cold.metrics.status.writes.load(Ordering::Relaxed),
     );
     let _ = cold.stop.send(true);
 
@@ -213,7 +229,7 @@ async fn main() {
             .expect("running");
     }
     // Synced as a follower: compiled, nothing written.
-    while !follower.metrics.synced.load(Ordering::Relaxed) {
+    while !follower.readiness.synced() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     follower

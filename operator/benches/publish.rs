@@ -91,7 +91,7 @@ async fn main() {
     let compiled = t.elapsed();
     let t = Instant::now();
     let first = publisher
-        .publish(&index.compiler.table())
+        .publish(&index.compiler.table(), || true)
         .await
         .expect("publishes");
     let published = t.elapsed();
@@ -116,7 +116,7 @@ async fn main() {
         index.apply(Input::Slice(watcher::Event::Apply(slice(i, n % 2 == 1))));
         index.compiler.compile(jiff::Timestamp::now());
         let r = publisher
-            .publish(&index.compiler.table())
+            .publish(&index.compiler.table(), || true)
             .await
             .expect("publishes");
         latencies.push(t.elapsed());

@@ -15,6 +15,8 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    #[error("encoding a status: {0}")]
+    EncodeStatus(#[source] serde_json::Error),
     #[error("listing the table ConfigMaps: {0}")]
     ListTable(#[source] kube::Error),
     /// A request to the API server that took longer than it may.

@@ -30,7 +30,6 @@ pub enum Input {
     Slice(watcher::Event<EndpointSlice>),
     Service(watcher::Event<Service>),
     Lease(watcher::Event<Lease>),
-    WatchError(&'static str, String),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -60,7 +59,6 @@ pub struct Index {
     /// Keys listed since a watch restarted (Init): the others are gone at InitDone.
     relist: HashMap<Kind, BTreeSet<ObjectKey>>,
     synced: BTreeSet<u8>,
-    pub events: u64,
 }
 
 fn key_of<K: ResourceExt>(o: &K) -> ObjectKey {
@@ -80,7 +78,6 @@ impl Index {
             leases: BTreeMap::new(),
             relist: HashMap::new(),
             synced: BTreeSet::new(),
-            events: 0,
         }
     }
 
@@ -90,7 +87,6 @@ impl Index {
     }
 
     pub fn apply(&mut self, input: Input) {
-        self.events += 1;
         match input {
             Input::Group(e) => self.event(Kind::Group, e, Self::upsert_group, Self::delete_group),
             Input::Check(e) => self.event(Kind::Check, e, Self::upsert_check, Self::delete_check),
@@ -100,9 +96,6 @@ impl Index {
                 self.event(Kind::Service, e, Self::upsert_service, Self::delete_service)
             }
             Input::Lease(e) => self.event(Kind::Lease, e, Self::upsert_lease, Self::delete_lease),
-            Input::WatchError(kind, e) => {
-                tracing::warn!(kind, error = %e, "watch failed; retrying")
-            }
         }
     }
 

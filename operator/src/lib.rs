@@ -1,7 +1,8 @@
 //! healthroute's control plane, the operator: it watches the cluster's objects into the
 //! compiler ([`index`], [`controller`]), and as the elected leader ([`leader`]) publishes the
-//! compiled table ([`publish`]), writes every status and Event ([`status`],
-//! [`status_writer`]) and evaluates the Metric checks.
+//! compiled table ([`publish`]), writes every status and Event ([`status`]) and evaluates the
+//! Metric checks. Each component's numbers are in [`metrics`]; whether the replica is ready,
+//! in [`readiness`].
 //!
 //! The API types, the compiler and the checker are crates of their own
 //! (`healthroute-api`, `healthroute-compiler`, `healthroute-checker`), shared with the
@@ -16,5 +17,9 @@ pub mod leader;
 pub mod metrics;
 pub mod publish;
 pub mod rbac;
+pub mod readiness;
 pub mod status;
-pub mod status_writer;
+
+/// The field manager of everything the operator writes with server-side apply: the table's
+/// ConfigMaps and every status.
+pub const FIELD_MANAGER: &str = "healthroute-operator";

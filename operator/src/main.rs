@@ -7,17 +7,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use healthroute_admin::endpoint::{self, Admin, Readiness};
+use healthroute_admin::endpoint::{self, Admin};
 use healthroute_admin::lifecycle::{self, LogFormat};
 use healthroute_admin::metrics::Registry;
-use healthroute_api::METRIC_EVALUATOR;
-use healthroute_checker::{CheckerCollector, Cidr, TargetPolicy};
+use healthroute_checker::{Cidr, TargetPolicy};
 use healthroute_compiler::{DEFAULT_TTL, ServedZones};
-use healthroute_operator::controller::{self, Config, OperatorMetrics};
+use healthroute_operator::controller::{self, Config, OperatorMetrics, Readiness};
 use healthroute_operator::error::Error;
 use healthroute_operator::leader;
-use healthroute_operator::status_writer::WriterConfig;
+use healthroute_operator::status::WriterConfig;
 use tokio::sync::watch;
+use tracing::Instrument;
 
 #[derive(Parser)]
 #[command(
@@ -48,6 +48,14 @@ struct Args {
     /// Seconds one status patch may take before it counts as failed and is retried.
     #[arg(long = "status-timeout", value_name = "SECONDS", default_value_t = 10)]
     status_timeout: u64,
+    /// Seconds between two re-checks of every status against the objects as watched: a
+    /// status another writer changed is written again within this.
+    #[arg(
+        long = "status-recheck-interval",
+        value_name = "SECONDS",
+        default_value_t = controller::STATUS_RECHECK.as_secs()
+    )]
+    status_recheck_interval: u64,
     /// Leader lease duration in seconds; a new leader takes over within this.
     #[arg(long = "lease-duration", default_value_t = 15)]
     lease_duration: u64,
@@ -77,14 +85,6 @@ struct Args {
     log_json: bool,
 }
 
-struct State(Arc<OperatorMetrics>);
-
-impl Readiness for State {
-    fn not_ready(&self) -> Option<String> {
-        self.0.not_ready()
-    }
-}
-
 fn main() -> ExitCode {
     let args = Args::parse();
     let log_format = if args.log_json {
@@ -112,7 +112,8 @@ fn main() -> ExitCode {
 async fn run(args: Args) -> Result<(), Error> {
     let zones = ServedZones::new(&args.zones)?;
     let client = kube::Client::try_default().await.map_err(Error::NoClient)?;
-    let metrics = Arc::new(OperatorMetrics::default());
+    let metrics = OperatorMetrics::default();
+    let readiness = Arc::new(Readiness::default());
     let listener = tokio::net::TcpListener::bind(args.admin_listen)
         .await
         .map_err(|source| Error::Admin {
@@ -120,16 +121,15 @@ async fn run(args: Args) -> Result<(), Error> {
             source,
         })?;
     let mut registry = Registry::default();
-    registry.register_collector(Box::new(metrics.clone()));
-    registry.register_collector(Box::new(CheckerCollector {
-        checker: METRIC_EVALUATOR.into(),
-        metrics: metrics.metric_evaluator.clone(),
-    }));
+    metrics.register(&mut registry);
     let admin = Admin {
         registry,
-        readiness: Arc::new(State(metrics.clone())),
+        readiness: readiness.clone(),
     };
-    tokio::spawn(endpoint::serve(listener, Arc::new(admin)));
+    tokio::spawn(
+        endpoint::serve(listener, Arc::new(admin))
+            .instrument(tracing::info_span!("admin", addr = %args.admin_listen)),
+    );
 
     // P3: one writer. Every replica watches and compiles; only the lease holder writes.
     if args.lease_duration < 3 {
@@ -144,12 +144,10 @@ async fn run(args: Args) -> Result<(), Error> {
     };
     let (leader_tx, leader) = watch::channel(false);
     let (stop_tx, stop_rx) = watch::channel(false);
-    let lease_task = tokio::spawn(leader::run(
-        client.clone(),
-        election,
-        leader_tx,
-        stop_rx.clone(),
-    ));
+    let lease_task = tokio::spawn(
+        leader::run(client.clone(), election, leader_tx, stop_rx.clone())
+            .instrument(tracing::info_span!("leader_election", identity = %args.identity)),
+    );
 
     let config = Config {
         shards: args.table_shards,
@@ -160,6 +158,7 @@ async fn run(args: Args) -> Result<(), Error> {
             timeout: Duration::from_secs(args.status_timeout.max(1)),
             identity: args.identity.clone(),
         },
+        status_recheck: Duration::from_secs(args.status_recheck_interval.max(1)),
         metric_policy: {
             let mut policy = TargetPolicy::cluster_default();
             policy.allow = args.metric_allow.clone();
@@ -168,7 +167,10 @@ async fn run(args: Args) -> Result<(), Error> {
         },
         ..Config::new(args.namespace.clone(), zones)
     };
-    let control = tokio::spawn(controller::run(client, config, leader, metrics, stop_rx));
+    let control = tokio::spawn(
+        controller::run(client, config, leader, metrics, readiness, stop_rx)
+            .instrument(tracing::info_span!("control_loop")),
+    );
     lifecycle::shutdown_signal().await;
     tracing::info!("shutting down");
     let _ = stop_tx.send(true);

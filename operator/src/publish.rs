@@ -27,9 +27,9 @@ use kube::{Api, ResourceExt};
 use serde_json::json;
 use tokio::sync::{mpsc, watch};
 
+use crate::FIELD_MANAGER;
 use crate::error::Error;
-use crate::metrics::OperatorMetrics;
-use crate::status::FIELD_MANAGER;
+use crate::metrics::PublisherMetrics;
 use healthroute_admin::retry::{Backoff, ErrorLog};
 
 /// The manifest ConfigMap's name; shards are `<name>-<index>`.
@@ -160,13 +160,9 @@ impl Publisher {
     }
 
     /// Writes the shards whose content changed, then the manifest under the next generation,
-    /// then removes shards a smaller table no longer uses.
-    pub async fn publish(&mut self, table: &RoutingTable<Value>) -> Result<PublishReport, Error> {
-        self.publish_while(table, || true).await
-    }
-
-    /// Like [`Publisher::publish`], stopping before any write once `still_leader` is false.
-    pub async fn publish_while(
+    /// then removes shards a smaller table no longer uses; stops before any write once
+    /// `still_leader` is false.
+    pub async fn publish(
         &mut self,
         table: &RoutingTable<Value>,
         still_leader: impl Fn() -> bool,
@@ -317,7 +313,7 @@ pub async fn run_publisher(
     mut publisher: Publisher,
     mut requests: watch::Receiver<PublishRequest>,
     feedback: mpsc::UnboundedSender<PublishFeedback>,
-    metrics: Arc<OperatorMetrics>,
+    metrics: Arc<PublisherMetrics>,
 ) {
     let mut term = 0;
     let mut read_back = false;
@@ -344,6 +340,7 @@ pub async fn run_publisher(
             retry_at = None;
             publisher.reset();
             backoff.reset();
+            metrics.new_term();
         }
         // After a failure, a newer table waits for the backoff too: an API server that is
         // down is not asked once per change.
@@ -352,8 +349,7 @@ pub async fn run_publisher(
         }
         publisher.raise_generation(request.floor);
         let failed = |error: String, errors: &mut ErrorLog| {
-            OperatorMetrics::add(&metrics.publish_failures, 1);
-            metrics.set_publish_error(Some(error.clone()));
+            metrics.failed();
             if errors.should_log(&error) {
                 tracing::error!(%error, "publishing the routing table failed; retrying (logged once a minute per error)");
             }
@@ -383,24 +379,13 @@ pub async fn run_publisher(
         let started = std::time::Instant::now();
         let current = &requests;
         let result = publisher
-            .publish_while(&table, || current.borrow().term == term)
+            .publish(&table, || current.borrow().term == term)
             .await;
-        OperatorMetrics::add(
-            &metrics.publish_micros_sum,
-            started.elapsed().as_micros() as u64,
-        );
+        metrics.took(started.elapsed());
         match result {
             Ok(report) => {
                 backoff.reset();
-                metrics.set_publish_error(None);
-                OperatorMetrics::add(&metrics.shards_written, report.shards_written as u64);
-                metrics
-                    .published_generation
-                    .store(report.generation, std::sync::atomic::Ordering::Relaxed);
-                metrics.table_shards.store(
-                    u64::from(report.shards),
-                    std::sync::atomic::Ordering::Relaxed,
-                );
+                metrics.published(report.generation, report.shards, report.shards_written);
                 last = Some((term, table.clone()));
                 let _ = feedback.send(PublishFeedback::Published {
                     term,

@@ -5,7 +5,8 @@
 //! What is shown: status writes that hang or fail never hold back a table (SEM-P7); a new
 //! leader continues above the published generation (SEM-P4) and keeps serving the last good
 //! version of a rejected group (SEM-P6, SEM-S8); a failing publish is reported as such, in
-//! status, Events and metrics (SEM-P5).
+//! status, Events and metrics (SEM-P5); a status another writer changes is written back
+//! within the re-check interval (SEM-P5).
 
 // Shared with the control-plane bench, which reads parts this file does not.
 #[allow(dead_code)]
@@ -18,10 +19,10 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures::channel::mpsc::{UnboundedSender, unbounded};
-use healthroute_api::RecordGroup;
 use healthroute_api::SERVED_GENERATION_ANNOTATION;
+use healthroute_api::{RecordGroup, RecordGroupStatus};
 use healthroute_compiler::ServedZones;
-use healthroute_operator::controller::{self, Config, Input, OperatorMetrics};
+use healthroute_operator::controller::{self, Config, Input, OperatorMetrics, Readiness};
 use healthroute_table::published::{self, DATA_KEY, Manifest};
 use healthroute_table::{RoutingTable, Value};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -82,7 +83,8 @@ struct Running {
     inputs: UnboundedSender<Input>,
     leader: watch::Sender<bool>,
     stop: watch::Sender<bool>,
-    metrics: Arc<OperatorMetrics>,
+    metrics: OperatorMetrics,
+    readiness: Arc<Readiness>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -112,21 +114,28 @@ fn start(
 
 /// Starts the loop with nothing listed yet.
 fn start_unlisted(client: kube::Client, leader: bool) -> Running {
-    let (inputs, rx) = unbounded();
-    let (leader_tx, leader_rx) = watch::channel(leader);
-    let (stop, stop_rx) = watch::channel(false);
-    let metrics = Arc::new(OperatorMetrics::default());
     let mut config = Config::new(
         "healthroute",
         ServedZones::new(["example.com"]).expect("zone"),
     );
     config.shards = 2;
+    start_with(client, leader, config)
+}
+
+/// Starts the loop with `config` and nothing listed yet.
+fn start_with(client: kube::Client, leader: bool, config: Config) -> Running {
+    let (inputs, rx) = unbounded();
+    let (leader_tx, leader_rx) = watch::channel(leader);
+    let (stop, stop_rx) = watch::channel(false);
+    let metrics = OperatorMetrics::default();
+    let readiness = Arc::new(Readiness::default());
     let task = tokio::spawn(controller::run_with(
         client,
         config,
         rx,
         leader_rx,
         metrics.clone(),
+        readiness.clone(),
         stop_rx,
     ));
     Running {
@@ -134,6 +143,7 @@ fn start_unlisted(client: kube::Client, leader: bool) -> Running {
         leader: leader_tx,
         stop,
         metrics,
+        readiness,
         task,
     }
 }
@@ -269,12 +279,12 @@ async fn status_writes_that_hang_or_fail_never_hold_back_the_table() {
     let g7 = format!("{:?}", g7.groups["shop/g7"].selection);
     assert!(g7.contains("10.0.7.1") && !g7.contains("10.0.7.2"), "{g7}");
     assert_eq!(
-        running.metrics.status_writes.load(Ordering::Relaxed),
+        running.metrics.status.writes.load(Ordering::Relaxed),
         0,
         "no status write has been answered"
     );
     assert!(
-        running.metrics.status_backlog.load(Ordering::Relaxed) as usize >= n - 8,
+        running.metrics.status.backlog.load(Ordering::Relaxed) as usize >= n - 8,
         "the backlog is still there"
     );
 
@@ -433,10 +443,10 @@ async fn a_failing_publish_is_reported_as_such() {
         .await;
     assert_eq!(event.body["regarding"]["name"], "api");
     assert_eq!(event.body["type"], "Warning");
-    assert!(running.metrics.publish_failures.load(Ordering::Relaxed) >= 1);
+    assert!(running.metrics.publisher.failures.load(Ordering::Relaxed) >= 1);
     assert!(
         running
-            .metrics
+            .readiness
             .not_ready()
             .is_some_and(|why| why.contains("cannot be published")),
         "/readyz fails while the table cannot be published"
@@ -459,7 +469,73 @@ async fn a_failing_publish_is_reported_as_such() {
         s.is_event() && s.body["reason"] == "Published"
     })
     .await;
-    assert_eq!(running.metrics.not_ready(), None);
+    assert_eq!(running.readiness.not_ready(), None);
+    running.stop().await;
+}
+
+// SEM-P5: a status that another writer changes is written back within the re-check
+// interval, though the object's spec did not change; a status the object shows is not
+// written again.
+#[tokio::test]
+async fn a_status_changed_by_another_writer_is_written_back() {
+    let (api, client) = FakeApi::start(Settings::default());
+    let mut config = Config::new(
+        "healthroute",
+        ServedZones::new(["example.com"]).expect("zone"),
+    );
+    config.shards = 2;
+    let recheck = Duration::from_millis(300);
+    config.status_recheck = recheck;
+    let running = start_with(client, true, config);
+    let group = rg("api", "api.example.com.", "192.0.2.1");
+    running.list(vec![group.clone()], vec![], vec![]);
+    let status =
+        |s: &support::fake_api::Seen| s.is_status_write() && s.path.contains("/recordgroups/api/");
+    let first = api.wait_for("api's status", 0, IN_TIME, status).await;
+    let shown: RecordGroupStatus =
+        serde_json::from_value(first.body["status"].clone()).expect("a RecordGroup status");
+    assert!(shown.served);
+
+    // The watch brings the write back; from then on the object shows it.
+    let mut echoed = group.clone();
+    echoed.status = Some(shown.clone());
+    running.send(Input::Group(Event::Apply(echoed)));
+    tokio::time::sleep(recheck * 2).await;
+    let quiet = api.log().len();
+    tokio::time::sleep(recheck * 3).await;
+    assert!(
+        !api.log().iter().skip(quiet).any(status),
+        "a status the object shows is not written again: {:#?}",
+        &api.log()[quiet..]
+    );
+
+    // Another writer says the group is not served.
+    let mut overwritten = group.clone();
+    overwritten.status = Some(RecordGroupStatus {
+        served: false,
+        ..shown.clone()
+    });
+    let before = api.log().len();
+    running.send(Input::Group(Event::Apply(overwritten)));
+    let repaired = api
+        .wait_for(
+            "api's status written back",
+            before,
+            recheck + Duration::from_secs(1),
+            status,
+        )
+        .await;
+    assert_eq!(repaired.body["status"]["served"], true);
+    assert_eq!(
+        repaired.body["status"], first.body["status"],
+        "what the leader wrote, transition times included"
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        !api.log().iter().skip(before).any(|s| s.is_event()),
+        "a repair records no Event"
+    );
+    assert!(running.metrics.status.repairs.load(Ordering::Relaxed) >= 1);
     running.stop().await;
 }
 

@@ -4,10 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use healthroute_api::RecordGroup;
+use healthroute_api::{HealthCheckStatus, RecordGroup, RecordGroupStatus, ZonalShiftStatus};
 use healthroute_compiler::ServedZones;
 use healthroute_operator::controller::{Index, Input};
 use healthroute_operator::publish::{Publisher, TABLE_NAME};
+use healthroute_operator::status::{self, Status, StatusQueue, StatusUpdate, WriterConfig};
 use healthroute_table::published::{Assembler, DATA_KEY};
 use healthroute_table::{RoutingTable, Value};
 use http::{Request, Response};
@@ -128,7 +129,7 @@ async fn publisher_writes_shards_then_manifest_and_only_changes() {
         }
         (written, handle)
     });
-    let report = publisher.publish(&table).await.expect("publishes");
+    let report = publisher.publish(&table, || true).await.expect("publishes");
     assert_eq!((report.shards_written, report.manifest_written), (4, true));
     let (written, mut handle) = server.await.expect("server");
 
@@ -151,7 +152,7 @@ async fn publisher_writes_shards_then_manifest_and_only_changes() {
     assert_eq!(assembled.generation, 1, "the publisher's first generation");
 
     // Unchanged: no request at all.
-    let report = publisher.publish(&table).await.expect("publishes");
+    let report = publisher.publish(&table, || true).await.expect("publishes");
     assert_eq!((report.shards_written, report.manifest_written), (0, false));
 
     // One group changes: one shard and the manifest.
@@ -169,7 +170,10 @@ async fn publisher_writes_shards_then_manifest_and_only_changes() {
             .await;
         }
     });
-    let report = publisher.publish(&changed).await.expect("publishes");
+    let report = publisher
+        .publish(&changed, || true)
+        .await
+        .expect("publishes");
     assert_eq!((report.shards_written, report.manifest_written), (1, true));
     server.await.expect("server");
 }
@@ -197,7 +201,7 @@ async fn new_leader_does_not_rewrite_unchanged_shards() {
         })
         .await;
     });
-    let report = publisher.publish(&table).await.expect("publishes");
+    let report = publisher.publish(&table, || true).await.expect("publishes");
     assert_eq!((report.shards_written, report.manifest_written), (0, false));
     server.await.expect("server");
 }
@@ -253,4 +257,73 @@ fn index_follows_watch_events() {
         .group_status(&healthroute_compiler::ObjectKey::new("shop", "web"))
         .expect("status");
     assert_eq!(status.records[0].values, vec!["10.0.0.1"]);
+}
+
+// SEM-P3: every status is one server-side apply under the operator's field manager, to the
+// status subresource of its kind (group, version and plural from the API type), with the
+// type's apiVersion and kind; a HealthCheck's body leaves the checkers' entries alone.
+#[tokio::test]
+async fn each_status_is_applied_to_its_kinds_resource() {
+    let (client, mut handle) = mock();
+    let queue = StatusQueue::default();
+    let key = healthroute_compiler::ObjectKey::new("shop", "x");
+    for status in [
+        Status::HealthCheck(HealthCheckStatus {
+            healthy: Some(true),
+            ..Default::default()
+        }),
+        Status::RecordGroup(RecordGroupStatus {
+            served: true,
+            served_generation: Some(3),
+            ..Default::default()
+        }),
+        Status::ZonalShift(ZonalShiftStatus {
+            applied_groups: Some("1/1".into()),
+            ..Default::default()
+        }),
+    ] {
+        queue.push(StatusUpdate {
+            key: key.clone(),
+            status,
+            events: Vec::new(),
+            reference: Default::default(),
+        });
+    }
+    let (_leader_tx, leader) = tokio::sync::watch::channel(true);
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let config = WriterConfig {
+        concurrency: 1,
+        ..WriterConfig::default()
+    };
+    let writer = tokio::spawn(status::run_writer(
+        client,
+        queue,
+        leader,
+        Default::default(),
+        config,
+        stop,
+    ));
+    for (plural, kind, field, value) in [
+        ("healthchecks", "HealthCheck", "healthy", json!(true)),
+        ("recordgroups", "RecordGroup", "servedGeneration", json!(3)),
+        ("zonalshifts", "ZonalShift", "appliedGroups", json!("1/1")),
+    ] {
+        let body = expect(
+            &mut handle,
+            "PATCH",
+            &format!("/apis/healthroute.io/v1alpha1/namespaces/shop/{plural}/x/status?"),
+            |b| {
+                let mut object = b.clone();
+                object["metadata"] = json!({"name": "x", "namespace": "shop"});
+                object
+            },
+        )
+        .await;
+        assert_eq!(body["apiVersion"], "healthroute.io/v1alpha1");
+        assert_eq!(body["kind"], kind);
+        assert_eq!(body["status"][field], value, "{body}");
+        assert!(body["status"].get("checkers").is_none(), "{body}");
+    }
+    let _ = stop_tx.send(true);
+    writer.await.expect("the writer stops");
 }

@@ -116,6 +116,7 @@ async fn live_cluster_round_trip() {
         config,
         leader,
         Default::default(),
+        Default::default(),
         stop,
     ));
 
@@ -227,6 +228,7 @@ fn replica(client: &Client, ns: &str, leader: bool) -> Replica {
         client.clone(),
         config,
         leader_rx,
+        Default::default(),
         Default::default(),
         stop_rx,
     ));
@@ -536,6 +538,7 @@ async fn live_the_leader_evaluates_metric_checks() {
         client.clone(),
         config,
         leader_rx,
+        Default::default(),
         Default::default(),
         stop_rx,
     ));

@@ -90,7 +90,8 @@ async fn the_leader_evaluates_metric_checks_once_for_the_cluster() {
         config,
         rx,
         leader_rx,
-        Arc::new(OperatorMetrics::default()),
+        OperatorMetrics::default(),
+        Default::default(),
         stop_rx,
     ));
     let group: RecordGroup = serde_json::from_value(json!({

@@ -8,7 +8,8 @@
 //!      compiled table ──watch (newest only)──▶ publisher task ──▶ table ConfigMaps
 //!                      ◀── ReadBack / Published / Failed ───┘
 //!      status of each changed object, judged against what is *published* (P5)
-//!                 ──▶ StatusQueue (newest per object) ──▶ status writer task ──▶ /status, Events
+//!                 ──▶ status::Ledger ──▶ StatusQueue ──▶ status writer task ──▶ /status, Events
+//!      every status_recheck: each object's watched status against what would be written
 //! ```
 //!
 //! A new leadership term starts with the publisher reading back the published table: the
@@ -19,14 +20,13 @@
 //!   mod.rs       the loop: its Config, run, run_with
 //!   watches.rs   every watch the operator needs, merged into one stream of inputs
 //!   control.rs   the loop's state and what each input does to it (terms, feedback, compiles)
-//!   statuses.rs  each object's status, judged against the published table, to the writer
 //! ```
 //!
 //! Beside it: the index ([`crate::index`]), the table publisher ([`crate::publish`]), the
-//! status writer ([`crate::status_writer`]) and the metrics ([`crate::metrics`]).
+//! statuses and their writer ([`crate::status`]), the metrics ([`crate::metrics`]) and the
+//! readiness ([`crate::readiness`]).
 
 mod control;
-mod statuses;
 mod watches;
 
 use control::Control;
@@ -36,18 +36,22 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{FutureExt, Stream, StreamExt};
-use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{Api, Client};
 use tokio::sync::{mpsc, watch};
-use tokio::time::Instant;
+use tokio::time::{Instant, MissedTickBehavior};
+use tracing::Instrument;
 
 pub use crate::index::{Index, Input};
 pub use crate::metrics::OperatorMetrics;
 use crate::publish::{PublishRequest, Publisher};
-use crate::status_writer::{self, StatusQueue, WriterConfig};
+pub use crate::readiness::Readiness;
+use crate::status::{self, Ledger, StatusQueue, WriterConfig};
 use healthroute_api::METRIC_EVALUATOR;
 use healthroute_checker::{Checker, CheckerEvent, TargetPolicy};
+
+/// How often the leader compares every object's status with what it would write, by default.
+pub const STATUS_RECHECK: Duration = Duration::from_secs(60);
 
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -62,6 +66,9 @@ pub struct Config {
     pub debounce: Duration,
     /// The status writer: concurrency, timeout per request, and this replica's name.
     pub status: WriterConfig,
+    /// How often the leader compares every object's status, as watched, with what it would
+    /// write, and writes again what another writer changed.
+    pub status_recheck: Duration,
     /// Where the leader's Metric-check evaluator may connect (H15, as H12 for checkers).
     pub metric_policy: TargetPolicy,
 }
@@ -76,6 +83,7 @@ impl Config {
             default_ttl: healthroute_compiler::DEFAULT_TTL,
             debounce: Duration::from_millis(20),
             status: WriterConfig::default(),
+            status_recheck: STATUS_RECHECK,
             metric_policy: TargetPolicy::cluster_default(),
         }
     }
@@ -86,11 +94,12 @@ pub async fn run(
     client: Client,
     config: Config,
     leader: watch::Receiver<bool>,
-    metrics: Arc<OperatorMetrics>,
+    metrics: OperatorMetrics,
+    readiness: Arc<Readiness>,
     shutdown: watch::Receiver<bool>,
 ) {
     let inputs = inputs(&client, &config.namespace);
-    run_with(client, config, inputs, leader, metrics, shutdown).await
+    run_with(client, config, inputs, leader, metrics, readiness, shutdown).await
 }
 
 /// Runs the control loop on `inputs` (the cluster's watches, or a test's), with the table
@@ -100,7 +109,8 @@ pub async fn run_with(
     config: Config,
     inputs: impl Stream<Item = Input> + Send + Unpin,
     mut leader: watch::Receiver<bool>,
-    metrics: Arc<OperatorMetrics>,
+    metrics: OperatorMetrics,
+    readiness: Arc<Readiness>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let (requests_tx, requests_rx) = watch::channel(PublishRequest::default());
@@ -109,22 +119,28 @@ pub async fn run_with(
         Api::<ConfigMap>::namespaced(client.clone(), &config.namespace),
         config.shards,
     );
-    let publisher_task = tokio::spawn(crate::publish::run_publisher(
-        publisher,
-        requests_rx,
-        feedback_tx,
-        metrics.clone(),
-    ));
+    let publisher_task = tokio::spawn(
+        crate::publish::run_publisher(
+            publisher,
+            requests_rx,
+            feedback_tx,
+            metrics.publisher.clone(),
+        )
+        .instrument(tracing::info_span!("publisher", namespace = %config.namespace)),
+    );
     let queue = StatusQueue::default();
     let (writer_leader_tx, writer_leader) = watch::channel(false);
-    let writer_task = tokio::spawn(status_writer::run(
-        client.clone(),
-        queue.clone(),
-        writer_leader,
-        metrics.clone(),
-        config.status.clone(),
-        shutdown.clone(),
-    ));
+    let writer_task = tokio::spawn(
+        status::run_writer(
+            client.clone(),
+            queue.clone(),
+            writer_leader,
+            metrics.status.clone(),
+            config.status.clone(),
+            shutdown.clone(),
+        )
+        .instrument(tracing::info_span!("status_writer")),
+    );
 
     // H14: the leader evaluates Metric checks, once for the cluster; its views reach the
     // compiler here, in memory, and its last evaluation goes out with the check's status.
@@ -139,11 +155,20 @@ pub async fn run_with(
     evaluator.metrics = metrics.metric_evaluator.clone();
     evaluator.start_heartbeat(Duration::from_secs(1));
 
-    let mut control = Control::new(&config, metrics.clone(), queue, requests_tx);
-    control.evaluator = Some(evaluator);
+    let mut control = Control::new(
+        &config,
+        Some(evaluator),
+        requests_tx,
+        Ledger::new(queue, metrics.status.clone()),
+        metrics.control.clone(),
+        readiness,
+    );
     let mut inputs = inputs;
     let mut due: Option<Instant> = None;
     let mut last_compile: Option<Instant> = None;
+    let recheck_every = config.status_recheck.max(Duration::from_millis(10));
+    let mut recheck = tokio::time::interval_at(Instant::now() + recheck_every, recheck_every);
+    recheck.set_missed_tick_behavior(MissedTickBehavior::Delay);
     if *leader.borrow_and_update() {
         control.set_leader(true);
         let _ = writer_leader_tx.send(true);
@@ -155,11 +180,7 @@ pub async fn run_with(
             last_compile = Some(Instant::now());
             control.compile();
         }
-        let deadline = control
-            .index
-            .compiler
-            .time_to_deadline(Timestamp::now())
-            .map(|d| Instant::now() + d);
+        let deadline = control.time_to_deadline().map(|d| Instant::now() + d);
         let wake = match (due, deadline) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -197,6 +218,15 @@ pub async fn run_with(
                 }
                 let earliest = last_compile.map_or(Instant::now(), |t| t + config.debounce);
                 due.get_or_insert(earliest.max(Instant::now()));
+            }
+            _ = recheck.tick() => {
+                // Judged against a compile of everything watched so far: an edit applied but
+                // not compiled yet would pair a new generation with the old outcome.
+                if due.take().is_some() {
+                    last_compile = Some(Instant::now());
+                    control.compile();
+                }
+                control.recheck_statuses();
             }
             _ = async { match wake { Some(t) => tokio::time::sleep_until(t).await, None => std::future::pending().await } } => {
                 due = None;

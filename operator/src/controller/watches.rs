@@ -1,4 +1,6 @@
-//! Every watch the operator needs, merged into one stream of [`Input`]s.
+//! Every watch the operator needs, merged into one stream of [`Input`]s. Each watch runs in
+//! a span of its own (`watch{kind=...}`), retries with a bounded backoff, and logs its
+//! failures itself: once a minute per distinct error, not at every retry.
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -8,7 +10,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 
 use crate::index::Input;
-use healthroute_admin::retry::Backoff;
+use healthroute_admin::retry::{Backoff, ErrorLog};
 use healthroute_api::CHECKER_LABEL;
 use healthroute_api::{HealthCheck, RecordGroup, ZonalShift};
 
@@ -26,13 +28,26 @@ pub fn inputs(client: &Client, namespace: &str) -> impl Stream<Item = Input> + S
     {
         // Bounded backoff, reset on success: a watch resumes within about a second of the API
         // server answering again (client-go's default waits up to 30 s).
-        watcher(api, cfg)
-            .backoff(Backoff::watch())
-            .map(move |e| match e {
-                Ok(e) => wrap(e),
-                Err(err) => Input::WatchError(kind, err.to_string()),
-            })
-            .boxed()
+        let mut events = watcher(api, cfg).backoff(Backoff::watch()).boxed();
+        let span = tracing::info_span!("watch", kind);
+        let mut errors = ErrorLog::default();
+        // The span is entered at each poll: the watcher's own requests and logs are in it.
+        futures::stream::poll_fn(move |cx| {
+            let _entered = span.enter();
+            loop {
+                match futures::ready!(events.poll_next_unpin(cx)) {
+                    Some(Ok(event)) => return std::task::Poll::Ready(Some(wrap(event))),
+                    Some(Err(error)) => {
+                        // Every watch retries within a second while the API server is away.
+                        if errors.should_log(&error.to_string()) {
+                            tracing::warn!(%error, "watch failed; retrying (logged once a minute)");
+                        }
+                    }
+                    None => return std::task::Poll::Ready(None),
+                }
+            }
+        })
+        .boxed()
     }
     let all = watcher::Config::default();
     futures::stream::select_all(vec![

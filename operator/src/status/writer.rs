@@ -2,16 +2,18 @@
 //! control loop and never inside it (linkerd2's `k8s/status` shape).
 //!
 //! ```text
-//!  control loop ──push(update)──▶ StatusQueue: newest update per object (coalesced)
-//!                                     │ ready (FIFO) / delayed (backoff after a failure)
-//!                                     ▼
+//!  Ledger (control loop) ──push(update)──▶ StatusQueue: newest update per object (coalesced;
+//!                                             │ a newer one waits while one is in flight)
+//!                                             │ ready (FIFO) / delayed (backoff after a failure)
+//!                                             ▼
 //!  writer task (leader only): up to N patches in flight, each with a timeout
 //!       ok ──▶ its Events ──▶ next         failed ──▶ back in the queue after a backoff,
 //!                                                     unless a newer update replaced it
 //! ```
 //!
 //! A backlog, a slow API server or failing writes delay only statuses: the table publisher is
-//! a separate task (SEMANTICS P7). Only the newest status of an object is ever sent.
+//! a separate task (SEMANTICS P7). Only the newest status of an object is ever sent. The
+//! status is typed up to here; [`write`] turns it into the body of a server-side apply.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
@@ -21,33 +23,38 @@ use std::time::Duration;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::api::{Patch, PatchParams};
+use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::{Api, Client};
-use serde_json::{Value as Json, json};
+use kube::{Api, Client, Resource};
+use serde_json::json;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
+use tracing::Instrument;
 
+use super::events::{Notice, Related};
+use super::kind::{Status, StatusKey};
+use crate::FIELD_MANAGER;
 use crate::error::Error;
-use crate::metrics::OperatorMetrics;
-use crate::status::{FIELD_MANAGER, Notice};
+use crate::metrics::StatusMetrics;
 use healthroute_admin::retry::{Backoff, ErrorLog};
+use healthroute_api::RecordGroup;
 use healthroute_compiler::ObjectKey;
-
-/// Which object a status belongs to.
-pub type StatusKey = (&'static str, ObjectKey);
 
 /// The newest status of one object, with the Events its transition deserves.
 #[derive(Debug, Clone)]
 pub struct StatusUpdate {
-    /// `RecordGroup`, `HealthCheck` or `ZonalShift`.
-    pub kind: &'static str,
     pub key: ObjectKey,
-    /// The `status` body, applied with server-side apply under [`FIELD_MANAGER`].
-    pub status: Json,
+    /// Applied with server-side apply under [`FIELD_MANAGER`].
+    pub status: Status,
     /// Recorded after the status is written.
     pub events: Vec<Notice>,
     pub reference: ObjectReference,
+}
+
+impl StatusUpdate {
+    pub fn status_key(&self) -> StatusKey {
+        (self.status.kind(), self.key.clone())
+    }
 }
 
 #[derive(Default)]
@@ -78,7 +85,7 @@ impl StatusQueue {
 
     /// Queues `update`, replacing any older update of the same object not yet sent.
     pub fn push(&self, update: StatusUpdate) {
-        let key = (update.kind, update.key.clone());
+        let key = update.status_key();
         let mut s = self.lock();
         let fresh = s.pending.insert(key.clone(), update).is_none();
         if fresh && !s.in_flight.contains(&key) && !s.delayed_until.contains_key(&key) {
@@ -104,8 +111,15 @@ impl StatusQueue {
         s.pending.len() + s.in_flight.len()
     }
 
+    /// Whether a status of `key` waits to be written or is being written: a newer one would
+    /// replace it, and the object's watched status says nothing yet about it.
+    pub fn holds(&self, key: &StatusKey) -> bool {
+        let s = self.lock();
+        s.pending.contains_key(key) || s.in_flight.contains(key)
+    }
+
     /// The next update that may be sent now, marked in flight.
-    fn take_ready(&self, now: Instant) -> Option<StatusUpdate> {
+    pub(super) fn take_ready(&self, now: Instant) -> Option<StatusUpdate> {
         let mut s = self.lock();
         while let Some(Reverse((at, _, _))) = s.delayed.peek()
             && *at <= now
@@ -137,8 +151,8 @@ impl StatusQueue {
 
     /// Settles a write: on success the object's backoff resets; on a failure worth retrying
     /// the update goes back (unless a newer one replaced it) after the object's next backoff.
-    fn finish(&self, update: StatusUpdate, outcome: &WriteOutcome, now: Instant) {
-        let key = (update.kind, update.key.clone());
+    pub(super) fn finish(&self, update: StatusUpdate, outcome: &WriteOutcome, now: Instant) {
+        let key = update.status_key();
         let mut s = self.lock();
         if !s.in_flight.remove(&key) {
             return; // cleared meanwhile: this term is over
@@ -190,7 +204,7 @@ impl Default for WriterConfig {
     }
 }
 
-enum WriteOutcome {
+pub(super) enum WriteOutcome {
     Written,
     /// Not worth retrying (the object is gone, or the server refuses the body).
     Dropped,
@@ -202,7 +216,7 @@ pub async fn run(
     client: Client,
     queue: StatusQueue,
     mut leader: watch::Receiver<bool>,
-    metrics: Arc<OperatorMetrics>,
+    metrics: Arc<StatusMetrics>,
     config: WriterConfig,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -223,29 +237,32 @@ pub async fn run(
             };
             let (client, recorder) = (client.clone(), recorder.clone());
             let timeout = config.timeout;
-            in_flight.push(async move {
-                let result = write(&client, &recorder, &update, timeout).await;
-                (update, result)
-            });
+            let span = tracing::debug_span!("status_patch", kind = %update.status.kind(), object = %update.key);
+            in_flight.push(
+                async move {
+                    let result = write(&client, &recorder, &update, timeout).await;
+                    (update, result)
+                }
+                .instrument(span),
+            );
         }
-        metrics
-            .status_backlog
-            .store(queue.backlog() as u64, std::sync::atomic::Ordering::Relaxed);
+        metrics.set_backlog(queue.backlog());
         let retry_at = queue.next_delayed();
         tokio::select! {
             Some((update, result)) = in_flight.next() => {
                 let outcome = match result {
                     Ok(events) => {
-                        OperatorMetrics::add(&metrics.status_writes, 1);
-                        OperatorMetrics::add(&metrics.events_recorded, events);
+                        StatusMetrics::add(&metrics.writes, 1);
+                        StatusMetrics::add(&metrics.events_recorded, events);
                         WriteOutcome::Written
                     }
                     Err(e) => {
-                        OperatorMetrics::add(&metrics.status_write_errors, 1);
+                        StatusMetrics::add(&metrics.write_errors, 1);
                         let retry = worth_retrying(&e);
-                        let what = format!("{}: {e}", update.kind);
+                        let kind = update.status.kind();
+                        let what = format!("{kind}: {e}");
                         if errors.should_log(&what) {
-                            tracing::warn!(kind = update.kind, object = %update.key, error = %e,
+                            tracing::warn!(%kind, object = %update.key, error = %e,
                                 retried = retry, "status write failed (logged once a minute per error)");
                         }
                         if retry { WriteOutcome::Retry } else { WriteOutcome::Dropped }
@@ -266,6 +283,8 @@ fn worth_retrying(error: &Error) -> bool {
     match error {
         // Gone (404) or refused as invalid (400, 422): the next status will say more.
         Error::Api(kube::Error::Api(s)) => !matches!(s.code, 400 | 404 | 422),
+        // The same status would fail the same way.
+        Error::EncodeStatus(_) => false,
         _ => true,
     }
 }
@@ -277,11 +296,13 @@ async fn write(
     update: &StatusUpdate,
     timeout: Duration,
 ) -> Result<u64, Error> {
-    let api = dynamic_api(client, update.kind, &update.key.namespace);
+    let resource = update.status.kind().api_resource();
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &update.key.namespace, &resource);
     let patch = json!({
-        "apiVersion": format!("{}/{}", healthroute_api::GROUP, healthroute_api::VERSION),
-        "kind": update.kind,
-        "status": update.status,
+        "apiVersion": resource.api_version,
+        "kind": resource.kind,
+        "status": update.status.to_json().map_err(Error::EncodeStatus)?,
     });
     let params = PatchParams::apply(FIELD_MANAGER).force();
     tokio::time::timeout(
@@ -317,23 +338,15 @@ async fn write(
 
 /// The `related` reference of an Event: a record of the group (the group, with the record's
 /// field path) or a RecordGroup of the object's namespace.
-fn related(
-    regarding: &k8s_openapi::api::core::v1::ObjectReference,
-    what: &crate::status::Related,
-) -> k8s_openapi::api::core::v1::ObjectReference {
-    use crate::status::Related;
+fn related(regarding: &ObjectReference, what: &Related) -> ObjectReference {
     match what {
-        Related::Record(id) => k8s_openapi::api::core::v1::ObjectReference {
+        Related::Record(id) => ObjectReference {
             field_path: Some(format!("spec.records{{{id}}}")),
             ..regarding.clone()
         },
-        Related::Group(name) => k8s_openapi::api::core::v1::ObjectReference {
-            api_version: Some(format!(
-                "{}/{}",
-                healthroute_api::GROUP,
-                healthroute_api::VERSION
-            )),
-            kind: Some("RecordGroup".into()),
+        Related::Group(name) => ObjectReference {
+            api_version: Some(RecordGroup::api_version(&()).into_owned()),
+            kind: Some(RecordGroup::kind(&()).into_owned()),
             name: Some(name.clone()),
             namespace: regarding.namespace.clone(),
             ..Default::default()
@@ -341,29 +354,27 @@ fn related(
     }
 }
 
-/// An API for one of our kinds, by its name.
-fn dynamic_api(client: &Client, kind: &str, namespace: &str) -> Api<kube::api::DynamicObject> {
-    let resource = kube::api::ApiResource {
-        group: healthroute_api::GROUP.into(),
-        version: healthroute_api::VERSION.into(),
-        api_version: format!("{}/{}", healthroute_api::GROUP, healthroute_api::VERSION),
-        kind: kind.into(),
-        plural: format!("{}s", kind.to_lowercase()),
-    };
-    Api::namespaced_with(client.clone(), namespace, &resource)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn update(name: &str, n: u32) -> StatusUpdate {
+    /// The `n`th status of group `name` (told apart by its `servedGeneration`).
+    fn update(name: &str, n: u64) -> StatusUpdate {
         StatusUpdate {
-            kind: "RecordGroup",
             key: ObjectKey::new("shop", name),
-            status: json!({"n": n}),
+            status: Status::RecordGroup(healthroute_api::RecordGroupStatus {
+                served_generation: Some(n),
+                ..Default::default()
+            }),
             events: Vec::new(),
             reference: ObjectReference::default(),
+        }
+    }
+
+    fn n(update: StatusUpdate) -> Option<u64> {
+        match update.status {
+            Status::RecordGroup(s) => s.served_generation,
+            _ => None,
         }
     }
 
@@ -378,7 +389,7 @@ mod tests {
         q.push(update("a", 2));
         assert_eq!(q.backlog(), 2);
         let first = q.take_ready(now).expect("a");
-        assert_eq!((&*first.key.name, &first.status), ("a", &json!({"n": 2})));
+        assert_eq!((&*first.key.name, n(first.clone())), ("a", Some(2)));
         // "a" is in flight: a newer status waits for it instead of going out beside it.
         q.push(update("a", 3));
         let second = q.take_ready(now).expect("b");
@@ -386,14 +397,14 @@ mod tests {
         assert!(q.take_ready(now).is_none(), "a is in flight");
         q.finish(first, &WriteOutcome::Retry, now);
         assert_eq!(
-            q.take_ready(now).map(|u| u.status),
+            q.take_ready(now).and_then(n),
             None,
             "a waits out its backoff"
         );
         let later = now + Duration::from_millis(250);
         assert_eq!(
-            q.take_ready(later).map(|u| u.status),
-            Some(json!({"n": 3})),
+            q.take_ready(later).and_then(n),
+            Some(3),
             "the newer status, not the failed one"
         );
         q.finish(second, &WriteOutcome::Written, now);

@@ -1,0 +1,137 @@
+//! The operator's metrics, one set per component, each its own collector in the process's
+//! prometheus-client registry: the control loop ([`ControlMetrics`]), the table publisher
+//! ([`PublisherMetrics`]), the status path ([`StatusMetrics`]) and the leader's Metric-check
+//! evaluator (the checker crate's `CheckerMetrics`, exported as the checker
+//! `metric-evaluator`). The numbers are atomics updated where the work happens and read at
+//! each scrape. Whether the replica is ready is not a number: see [`crate::readiness`].
+
+mod control;
+mod publisher;
+mod status;
+
+pub use control::{ControlMetrics, ShiftExpiry};
+pub use publisher::PublisherMetrics;
+pub use status::StatusMetrics;
+
+use std::sync::Arc;
+
+use healthroute_admin::metrics::Registry;
+use healthroute_api::METRIC_EVALUATOR;
+use healthroute_checker::{CheckerCollector, CheckerMetrics};
+
+/// Every component's metrics, as handed to the components and registered once per process.
+#[derive(Debug, Default, Clone)]
+pub struct OperatorMetrics {
+    pub control: Arc<ControlMetrics>,
+    pub publisher: Arc<PublisherMetrics>,
+    pub status: Arc<StatusMetrics>,
+    /// The leader's Metric-check evaluator (H14).
+    pub metric_evaluator: Arc<CheckerMetrics>,
+}
+
+impl OperatorMetrics {
+    /// Registers each component's collector with the process's registry.
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register_collector(Box::new(self.control.clone()));
+        registry.register_collector(Box::new(self.publisher.clone()));
+        registry.register_collector(Box::new(self.status.clone()));
+        registry.register_collector(Box::new(CheckerCollector {
+            checker: METRIC_EVALUATOR.into(),
+            metrics: self.metric_evaluator.clone(),
+        }));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use healthroute_admin::metrics::{Registry, encode};
+
+    use super::*;
+
+    // The operator's registry as main builds it: its own families and its Metric-check
+    // evaluator's, typed and named as the chart's alerts and dashboard read them.
+    #[test]
+    fn the_operator_exposition_names_and_types_every_family() {
+        let metrics = OperatorMetrics::default();
+        metrics
+            .control
+            .compile_micros_sum
+            .fetch_add(1_250_000, Ordering::Relaxed);
+        metrics.control.leader.store(true, Ordering::Relaxed);
+        metrics.control.set_shift_expiries(vec![(
+            "shop/drain-a".into(),
+            "zone-a".into(),
+            1_800_000_000,
+        )]);
+        metrics
+            .metric_evaluator
+            .latency
+            .record(1, std::time::Duration::from_millis(3));
+        let mut registry = Registry::default();
+        metrics.register(&mut registry);
+        let text = encode(&registry);
+        for line in [
+            "# TYPE healthroute_operator_compile_seconds_total counter",
+            "healthroute_operator_compile_seconds_total 1.25",
+            "# TYPE healthroute_operator_leader gauge",
+            "healthroute_operator_leader 1",
+            r#"healthroute_operator_zonal_shift_expiry_timestamp_seconds{zonal_shift="shop/drain-a",away_from="zone-a"} 1800000000"#,
+            "# TYPE healthroute_checker_probe_latency_seconds histogram",
+            r#"healthroute_checker_probe_latency_seconds_bucket{checker="metric-evaluator",le="0.005"} 1"#,
+            r#"healthroute_checker_probe_latency_seconds_count{checker="metric-evaluator"} 1"#,
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "missing {line:?} in\n{text}"
+            );
+        }
+    }
+
+    // Every family the operator exported as one struct keeps its name and type now that each
+    // component registers its own (the chart's alerts and dashboard read them).
+    #[test]
+    fn every_component_keeps_the_names_of_its_families() {
+        let mut registry = Registry::default();
+        OperatorMetrics::default().register(&mut registry);
+        let text = encode(&registry);
+        let counters = [
+            "events",
+            "compiles",
+            "groups_recompiled",
+            "checks_evaluated",
+            "shards_written",
+            "publish_failures",
+            "status_writes",
+            "status_write_errors",
+            "events_recorded",
+            "compile_seconds",
+            "publish_seconds",
+            "status_repairs",
+        ];
+        let gauges = [
+            "table_groups",
+            "table_generation",
+            "published_generation",
+            "table_shards",
+            "status_backlog",
+            "checks_without_checker",
+            "publish_failing",
+            "leader",
+            "zonal_shift_expiry_timestamp_seconds",
+        ];
+        for (names, kind, suffix) in [
+            (&counters[..], "counter", "_total"),
+            (&gauges[..], "gauge", ""),
+        ] {
+            for name in names {
+                let line = format!("# TYPE healthroute_operator_{name}{suffix} {kind}");
+                assert!(
+                    text.lines().any(|l| l == line),
+                    "missing {line:?} in\n{text}"
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,309 @@
+//! Status as data: what the operator writes on each object, computed from the compiler's
+//! outcomes and, for a RecordGroup, from where its version stands against the published
+//! table (P5). Pure functions: the old status in, the new one out.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::conditions::{Desired, condition_reasons, merge_conditions, types};
+use healthroute_api::{AppliedStatus, HealthCheckStatus, RecordGroupStatus, ZonalShiftStatus};
+use healthroute_compiler::{CheckHealth, GroupOutcome, reasons};
+
+/// Where the group's current version stands against the published table (SEMANTICS P5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Publication<'a> {
+    /// The published table holds exactly what the compiler serves for the group: since
+    /// `since`, the generation that first carried this version (`None`: nothing, as wanted).
+    InSync { since: Option<u64> },
+    /// The compiler's version is not published because publishing fails; the resolvers serve
+    /// the version first published in `serving_since` (or nothing).
+    Failed {
+        error: &'a str,
+        serving_since: Option<u64>,
+    },
+}
+
+/// The status of a RecordGroup, conditions included.
+pub fn record_group(
+    mut status: RecordGroupStatus,
+    outcome: &GroupOutcome,
+    publication: Publication<'_>,
+    old: Option<&RecordGroupStatus>,
+    generation: Option<i64>,
+    now: jiff::Timestamp,
+) -> RecordGroupStatus {
+    let (compiled_ok, compiled_reason, compiled_message) = match &outcome.compiled {
+        Ok(_) => (true, reasons::COMPILED, "compiled".to_owned()),
+        Err(r) => (false, r.reason, r.message.clone()),
+    };
+    let healthy = status.records.iter().filter(|r| r.healthy).count();
+    let (ready, ready_reason, ready_message) = match publication {
+        Publication::InSync { since: Some(g) } => {
+            status.served = true;
+            status.served_generation = Some(g);
+            let what = if compiled_ok {
+                "served by the resolvers"
+            } else {
+                "serving the last good version"
+            };
+            (
+                true,
+                condition_reasons::SERVED,
+                format!("{what} (table generation {g})"),
+            )
+        }
+        Publication::InSync { since: None } => {
+            status.served = false;
+            status.served_generation = None;
+            (
+                false,
+                condition_reasons::NOT_SERVED,
+                "not served".to_owned(),
+            )
+        }
+        Publication::Failed {
+            error,
+            serving_since,
+        } => {
+            status.served = serving_since.is_some();
+            status.served_generation = serving_since;
+            let serving = match serving_since {
+                Some(g) => format!("the resolvers still serve the version of table generation {g}"),
+                None => "the resolvers serve nothing for this group".to_owned(),
+            };
+            (
+                false,
+                condition_reasons::PUBLISH_FAILED,
+                format!(
+                    "this version is not served: publishing the routing table failed ({error}); {serving}"
+                ),
+            )
+        }
+    };
+    let desired = vec![
+        Desired {
+            kind: types::COMPILED,
+            status: compiled_ok,
+            reason: compiled_reason,
+            message: compiled_message,
+        },
+        Desired {
+            kind: types::READY,
+            status: ready,
+            reason: ready_reason,
+            message: ready_message,
+        },
+        Desired {
+            kind: types::LAST_RESORT,
+            status: status.last_resort,
+            reason: if status.last_resort {
+                condition_reasons::NO_HEALTHY_RECORD
+            } else {
+                condition_reasons::HEALTHY_RECORDS
+            },
+            message: if compiled_ok {
+                format!("{healthy}/{} records healthy", status.records.len())
+            } else {
+                // This version is rejected: say what is served instead (its last good version,
+                // or nothing), not "0/0 records healthy".
+                format!(
+                    "this version is rejected; served: {}",
+                    status.healthy_records.as_deref().unwrap_or("nothing")
+                )
+            },
+        },
+    ];
+    status.conditions = merge_conditions(
+        old.map_or(&[][..], |s| &s.conditions),
+        desired,
+        now,
+        generation,
+    );
+    status.observed_generation = generation;
+    status
+}
+
+/// The operator's part of a HealthCheck's status: never `checkers` (those are the
+/// checkers'), and `metric` only from the leader's evaluator (set by the caller).
+pub fn health_check(
+    health: &CheckHealth,
+    old: Option<&HealthCheckStatus>,
+    generation: Option<i64>,
+    now: jiff::Timestamp,
+) -> HealthCheckStatus {
+    let last_transition = match old {
+        Some(o) if o.healthy == Some(health.healthy) => {
+            o.last_transition_time.clone().unwrap_or(Time(now))
+        }
+        _ => Time(now),
+    };
+    let conditions = merge_conditions(
+        old.map_or(&[][..], |s| &s.conditions),
+        vec![Desired {
+            kind: types::HEALTHY,
+            status: health.healthy,
+            reason: if health.healthy {
+                condition_reasons::CHECKERS_AGREE
+            } else if health.denied_checkers > 0 {
+                condition_reasons::TARGET_DENIED
+            } else {
+                condition_reasons::CHECKERS_DISAGREE
+            },
+            message: if !health.healthy && health.denied_checkers > 0 {
+                format!(
+                    "{}; {} of {} reachable checkers refuse to probe the target (checker policy: see their messages)",
+                    health.reason, health.denied_checkers, health.reachable_checkers
+                )
+            } else {
+                health.reason.clone()
+            },
+        }],
+        now,
+        generation,
+    );
+    HealthCheckStatus {
+        healthy: Some(health.healthy),
+        last_transition_time: Some(last_transition),
+        checkers_healthy: Some(format!(
+            "{}/{}",
+            health.healthy_checkers, health.reachable_checkers
+        )),
+        conditions,
+        observed_generation: generation,
+        ..HealthCheckStatus::default()
+    }
+}
+
+/// A ZonalShift's status, conditions included.
+pub fn zonal_shift(
+    mut status: ZonalShiftStatus,
+    old: Option<&ZonalShiftStatus>,
+    generation: Option<i64>,
+    now: jiff::Timestamp,
+) -> ZonalShiftStatus {
+    let active = status.status == Some(healthroute_api::ShiftState::Active);
+    let applied = status
+        .groups
+        .iter()
+        .filter(|g| g.applied_status == AppliedStatus::Applied)
+        .count();
+    status.conditions = merge_conditions(
+        old.map_or(&[][..], |s| &s.conditions),
+        vec![Desired {
+            kind: types::APPLIED,
+            status: active && applied > 0,
+            reason: if active {
+                condition_reasons::ACTIVE
+            } else {
+                condition_reasons::ENDED
+            },
+            message: format!(
+                "applied to {applied} of {} targeted groups",
+                status.groups.len()
+            ),
+        }],
+        now,
+        generation,
+    );
+    status.observed_generation = generation;
+    status
+}
+
+/// The status of a ZonalShift whose spec cannot be applied: its `Applied` condition alone,
+/// False with the reason why.
+pub fn zonal_shift_invalid(
+    error: String,
+    old: Option<&ZonalShiftStatus>,
+    generation: Option<i64>,
+    now: jiff::Timestamp,
+) -> ZonalShiftStatus {
+    ZonalShiftStatus {
+        conditions: merge_conditions(
+            old.map_or(&[][..], |s| &s.conditions),
+            vec![Desired {
+                kind: types::APPLIED,
+                status: false,
+                reason: reasons::INVALID_SPEC,
+                message: error,
+            }],
+            now,
+            generation,
+        ),
+        ..ZonalShiftStatus::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: i64) -> jiff::Timestamp {
+        jiff::Timestamp::from_second(1_800_000_000 + s).expect("valid")
+    }
+
+    // and how many of its records answer (the compiler's half: compiler::tests).
+    #[test]
+    fn a_rejected_edit_names_the_version_served() {
+        use healthroute_api::RoutingPolicy;
+        use healthroute_compiler::testing::{
+            group_input, key, mk_compiler, mk_group, mk_record, t0,
+        };
+        let mut c = mk_compiler();
+        for value in ["192.0.2.1", "bad"] {
+            c.upsert_group(
+                key("api"),
+                group_input(mk_group(
+                    "api",
+                    RoutingPolicy::Simple,
+                    vec![mk_record("x", &[value])],
+                )),
+            );
+            c.compile(t0());
+        }
+        let st = c.group_status(&key("api")).expect("status");
+        let outcome = c.outcome(&key("api")).expect("outcome").clone();
+        let written = record_group(
+            st,
+            &outcome,
+            Publication::InSync { since: Some(1) },
+            None,
+            Some(2),
+            t0(),
+        );
+        let lr = written
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "LastResort")
+            .expect("LastResort");
+        assert_eq!(lr.status, "False");
+        assert_eq!(
+            lr.message,
+            "this version is rejected; served: last good version, 1 answering"
+        );
+    }
+
+    // SEM-H12: a check unhealthy because its checkers refuse the target says so in its reason.
+    #[test]
+    fn a_denied_target_is_named_in_the_reason() {
+        use healthroute_api::DENIED_BY_POLICY;
+        use healthroute_compiler::health::{CheckInput, probe_health};
+        use healthroute_compiler::testing::{mk_check, mk_view};
+        let mut check = CheckInput::new(mk_check("web"));
+        let mut view = mk_view("zone-a", false);
+        view.message = Some(format!(
+            "target 127.0.0.1 rejected: {DENIED_BY_POLICY} (in 127.0.0.0/8)"
+        ));
+        check.views = vec![view];
+        let heartbeats = [("zone-a".to_owned(), t(0))].into_iter().collect();
+        let health = probe_health(&check, &heartbeats, t(1));
+        assert_eq!(health.denied_checkers, 1);
+        // As the apply sends it.
+        let body = serde_json::to_value(health_check(&health, None, Some(1), t(1))).expect("json");
+        assert_eq!(body["conditions"][0]["reason"], "TargetDenied");
+        assert!(
+            body["conditions"][0]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("refuse to probe")),
+            "{body}"
+        );
+    }
+}

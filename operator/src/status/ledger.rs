@@ -1,0 +1,488 @@
+//! The leader's statuses for one term: what each object's status says, judged against what
+//! is published (P5), what was handed to the writer, and what waits.
+//!
+//! ```text
+//!  compiled(changed groups, changed checks) ──▶ groups: awaiting until the publisher has
+//!                                               caught up (or fails) ──▶ settle_groups
+//!                                          ──▶ checks (all at a term's start), every shift
+//!  push: not when it says what was last sent, or (first time this term) what the object shows
+//!  recheck (every --status-recheck-interval): each object as last watched against what
+//!  would be written; a difference nothing queued explains is written again, without Events
+//! ```
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::Resource;
+
+use super::build::{self, Publication};
+use super::events::{self, Notice};
+use super::kind::{OwnStatus, Status, StatusKey, StatusKind};
+use super::published::Published;
+use super::writer::{StatusQueue, StatusUpdate};
+use crate::index::Index;
+use crate::metrics::StatusMetrics;
+use crate::publish::ReadBack;
+use healthroute_api::{HealthCheckStatus, MetricStatus, RecordGroupStatus, ZonalShiftStatus};
+use healthroute_compiler::ObjectKey;
+use healthroute_table::{RoutingTable, Value};
+
+/// The statuses of the current leadership term (empty while not leading).
+pub struct Ledger {
+    /// To the status writer.
+    queue: StatusQueue,
+    metrics: Arc<StatusMetrics>,
+    published: Published,
+    /// Groups whose status waits for the publisher to catch up with the compiler.
+    awaiting: BTreeSet<ObjectKey>,
+    /// Every check's status is due at the next compile (the term's read-back was taken in).
+    full: bool,
+    /// The status last handed to the writer, per object, this term.
+    sent: HashMap<StatusKey, Status>,
+    /// The last evaluation of each Metric check (H14), for its status.
+    evaluations: HashMap<ObjectKey, MetricStatus>,
+    /// Metric checks whose status has a newer evaluation to show.
+    evaluated: BTreeSet<ObjectKey>,
+}
+
+impl Ledger {
+    pub fn new(queue: StatusQueue, metrics: Arc<StatusMetrics>) -> Self {
+        Ledger {
+            queue,
+            metrics,
+            published: Published::default(),
+            awaiting: BTreeSet::new(),
+            full: false,
+            sent: HashMap::new(),
+            evaluations: HashMap::new(),
+            evaluated: BTreeSet::new(),
+        }
+    }
+
+    /// A term begins (`leading`) or ends: every unsent status is dropped (a term that ends
+    /// leaves them to the next leader, which writes its own).
+    pub fn new_term(&mut self, leading: bool) {
+        self.published = Published::default();
+        self.awaiting.clear();
+        self.full = false;
+        self.sent.clear();
+        self.queue.clear();
+        if !leading {
+            self.evaluations.clear();
+            self.evaluated.clear();
+        }
+    }
+
+    /// Keeps what the term's publisher read back until the watches have listed everything.
+    pub fn hold_read_back(&mut self, found: ReadBack) {
+        self.published.hold_read_back(found);
+    }
+
+    /// Tables may be sent, and statuses judged: the term's read-back is taken in.
+    pub fn seeded(&self) -> bool {
+        self.published.seeded()
+    }
+
+    /// Takes in the read-back held, if any (once every watch has listed): every status is
+    /// due again, each judged against what this term found published.
+    pub fn take_read_back(&mut self, index: &mut Index) {
+        if self.published.take_read_back(index) {
+            self.full = true;
+            self.awaiting = index.groups.keys().cloned().collect();
+        }
+    }
+
+    /// `table` is published as `generation`: the statuses that waited for it follow.
+    pub fn take_published(
+        &mut self,
+        index: &Index,
+        generation: u64,
+        table: Arc<RoutingTable<Value>>,
+        now: Timestamp,
+    ) {
+        self.published.take_published(generation, table);
+        self.settle_groups(index, now);
+    }
+
+    /// Publishing failed: the groups whose version is not published say so (P5).
+    pub fn take_failure(&mut self, index: &Index, error: String, now: Timestamp) {
+        self.published.fail(error);
+        self.settle_groups(index, now);
+    }
+
+    /// The leader's newest evaluation of a Metric check, shown at the next compile.
+    pub fn set_evaluation(&mut self, check: ObjectKey, evaluation: MetricStatus) {
+        self.evaluations.insert(check.clone(), evaluation);
+        self.evaluated.insert(check);
+    }
+
+    /// The statuses a compile of this term (seeded) changed: its groups once published, its
+    /// checks (all of them at a term's start, and those with a newer evaluation), and every
+    /// shift.
+    pub fn compiled(
+        &mut self,
+        index: &Index,
+        changed_groups: Vec<ObjectKey>,
+        changed_checks: Vec<ObjectKey>,
+        now: Timestamp,
+    ) {
+        let full = std::mem::take(&mut self.full);
+        self.awaiting.extend(changed_groups);
+        self.settle_groups(index, now);
+        let mut checks: Vec<ObjectKey> = if full {
+            index.checks.keys().cloned().collect()
+        } else {
+            changed_checks
+        };
+        for key in std::mem::take(&mut self.evaluated) {
+            if !checks.contains(&key) {
+                checks.push(key);
+            }
+        }
+        for key in checks {
+            self.check(index, &key, now);
+        }
+        for key in index.shifts.keys() {
+            self.shift(index, key, now);
+        }
+        self.metrics.set_backlog(self.queue.backlog());
+    }
+
+    /// Writes the status of every awaiting group whose version the publisher has caught up
+    /// with, or that a failing publish leaves behind (those stay awaiting until published).
+    fn settle_groups(&mut self, index: &Index, now: Timestamp) {
+        if !self.published.seeded() {
+            return;
+        }
+        let table = index.compiler.table();
+        for key in std::mem::take(&mut self.awaiting) {
+            let publication = match self.published.publication(&key, &table) {
+                None => {
+                    self.awaiting.insert(key);
+                    continue;
+                }
+                Some(p @ Publication::Failed { .. }) => {
+                    self.awaiting.insert(key.clone());
+                    p
+                }
+                Some(p) => p,
+            };
+            let Some(g) = index.groups.get(&key) else {
+                self.sent.remove(&(StatusKind::RecordGroup, key));
+                continue;
+            };
+            let old = self.last(&key, g.status.as_ref());
+            if let Some((status, events)) = group_status(index, &key, publication, old, now) {
+                self.push(&key, status, g.status.as_ref(), events, g.object_ref(&()));
+            }
+        }
+    }
+
+    fn check(&mut self, index: &Index, key: &ObjectKey, now: Timestamp) {
+        let Some(c) = index.checks.get(key) else {
+            self.sent.remove(&(StatusKind::HealthCheck, key.clone()));
+            return;
+        };
+        let old = self.last(key, c.status.as_ref());
+        let evaluation = self.evaluations.get(key);
+        if let Some(status) = check_status(index, key, evaluation, old, now) {
+            self.push(
+                key,
+                status,
+                c.status.as_ref(),
+                Vec::new(),
+                c.object_ref(&()),
+            );
+        }
+    }
+
+    fn shift(&mut self, index: &Index, key: &ObjectKey, now: Timestamp) {
+        let Some(s) = index.shifts.get(key) else {
+            return;
+        };
+        let old = self.last(key, s.status.as_ref());
+        if let Some((status, events)) = shift_status(index, key, old, now) {
+            self.push(key, status, s.status.as_ref(), events, s.object_ref(&()));
+        }
+    }
+
+    /// The status last sent for an object this term, else the one it shows (`watched`).
+    fn last<S: OwnStatus>(&self, key: &ObjectKey, watched: Option<&S>) -> Option<S> {
+        match self.sent.get(&(S::KIND, key.clone())) {
+            Some(sent) => S::of(sent).cloned(),
+            None => watched.cloned(),
+        }
+    }
+
+    /// Hands `status` to the writer unless it says what was last sent, or what the object
+    /// already shows (a new leader rewrites nothing that is right).
+    fn push<S: OwnStatus>(
+        &mut self,
+        key: &ObjectKey,
+        status: S,
+        watched: Option<&S>,
+        events: Vec<Notice>,
+        reference: ObjectReference,
+    ) {
+        let skey = (S::KIND, key.clone());
+        match self.sent.get(&skey) {
+            Some(sent) if S::of(sent).is_some_and(|sent| status.shown_by(sent)) => return,
+            Some(_) => {}
+            None if watched.is_some_and(|w| status.shown_by(w)) => {
+                self.sent.insert(skey, status.into_status());
+                return;
+            }
+            None => {}
+        }
+        let status = status.into_status();
+        self.sent.insert(skey, status.clone());
+        self.queue.push(StatusUpdate {
+            key: key.clone(),
+            status,
+            events,
+            reference,
+        });
+    }
+
+    /// Compares every object's status as last watched with what this term would write, and
+    /// writes again each one that differs (changed by another writer since), unless a
+    /// status of it is still queued or being written. Groups waiting for the publisher are
+    /// left alone (P5). Returns how many were queued again.
+    pub fn recheck(&mut self, index: &Index, now: Timestamp) -> usize {
+        if !self.published.seeded() {
+            return 0;
+        }
+        let table = index.compiler.table();
+        let mut repaired = 0;
+        for (key, g) in &index.groups {
+            if self.awaiting.contains(key) {
+                continue;
+            }
+            let Some(publication) = self.published.publication(key, &table) else {
+                continue;
+            };
+            let old = self.last(key, g.status.as_ref());
+            if let Some((status, _)) = group_status(index, key, publication, old, now) {
+                repaired += self.repair(key, status, g.status.as_ref(), g.object_ref(&()));
+            }
+        }
+        for (key, c) in &index.checks {
+            let old = self.last(key, c.status.as_ref());
+            let evaluation = self.evaluations.get(key);
+            if let Some(status) = check_status(index, key, evaluation, old, now) {
+                repaired += self.repair(key, status, c.status.as_ref(), c.object_ref(&()));
+            }
+        }
+        for (key, s) in &index.shifts {
+            let old = self.last(key, s.status.as_ref());
+            if let Some((status, _)) = shift_status(index, key, old, now) {
+                repaired += self.repair(key, status, s.status.as_ref(), s.object_ref(&()));
+            }
+        }
+        if repaired > 0 {
+            tracing::info!(
+                repaired,
+                "statuses changed by another writer since written; writing them again"
+            );
+        }
+        StatusMetrics::add(&self.metrics.repairs, repaired as u64);
+        self.metrics.set_backlog(self.queue.backlog());
+        repaired
+    }
+
+    /// Queues `status` again when the object does not show it. Not while a status of the
+    /// object is queued or in flight: the object cannot show it yet. Without Events: they
+    /// went out with the transition.
+    fn repair<S: OwnStatus>(
+        &mut self,
+        key: &ObjectKey,
+        status: S,
+        watched: Option<&S>,
+        reference: ObjectReference,
+    ) -> usize {
+        let skey = (S::KIND, key.clone());
+        if watched.is_some_and(|w| status.shown_by(w)) || self.queue.holds(&skey) {
+            return 0;
+        }
+        tracing::debug!(kind = %S::KIND, object = %key, "status differs from what was written");
+        let status = status.into_status();
+        self.sent.insert(skey, status.clone());
+        self.queue.push(StatusUpdate {
+            key: key.clone(),
+            status,
+            events: Vec::new(),
+            reference,
+        });
+        1
+    }
+}
+
+/// A RecordGroup's status for `publication`, with the Events since `old`.
+fn group_status(
+    index: &Index,
+    key: &ObjectKey,
+    publication: Publication<'_>,
+    old: Option<RecordGroupStatus>,
+    now: Timestamp,
+) -> Option<(RecordGroupStatus, Vec<Notice>)> {
+    let g = index.groups.get(key)?;
+    let data = index.compiler.group_status(key)?;
+    let outcome = index.compiler.outcome(key)?;
+    let status = build::record_group(
+        data,
+        outcome,
+        publication,
+        old.as_ref(),
+        g.metadata.generation,
+        now,
+    );
+    let events = events::group_events(old.as_ref(), &status);
+    Some((status, events))
+}
+
+/// A HealthCheck's status, with the leader's last evaluation of it (a Metric check's).
+fn check_status(
+    index: &Index,
+    key: &ObjectKey,
+    evaluation: Option<&MetricStatus>,
+    old: Option<HealthCheckStatus>,
+    now: Timestamp,
+) -> Option<HealthCheckStatus> {
+    let c = index.checks.get(key)?;
+    let health = index.compiler.check_health(key)?;
+    let mut status = build::health_check(health, old.as_ref(), c.metadata.generation, now);
+    status.metric = evaluation.cloned();
+    Some(status)
+}
+
+/// A ZonalShift's status, with the Events since `old`.
+fn shift_status(
+    index: &Index,
+    key: &ObjectKey,
+    old: Option<ZonalShiftStatus>,
+    now: Timestamp,
+) -> Option<(ZonalShiftStatus, Vec<Notice>)> {
+    let s = index.shifts.get(key)?;
+    let generation = s.metadata.generation;
+    let status = match index.compiler.shift_status(key, now)? {
+        Ok(st) => build::zonal_shift(st, old.as_ref(), generation, now),
+        Err(e) => build::zonal_shift_invalid(e.to_string(), old.as_ref(), generation, now),
+    };
+    let events = events::shift_events(old.as_ref(), &status, &s.spec.away_from);
+    Some((status, events))
+}
+
+#[cfg(test)]
+mod tests {
+    use healthroute_api::RecordGroup;
+    use healthroute_compiler::ServedZones;
+    use k8s_openapi::api::core::v1::Service;
+    use kube::runtime::watcher::Event;
+    use serde_json::json;
+    use tokio::time::Instant;
+
+    use super::super::writer::WriteOutcome;
+    use super::*;
+    use crate::index::Input;
+
+    fn t(s: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + s).expect("valid")
+    }
+
+    fn api(status: Option<RecordGroupStatus>) -> RecordGroup {
+        let mut g: RecordGroup = serde_json::from_value(json!({
+            "apiVersion": "healthroute.io/v1alpha1", "kind": "RecordGroup",
+            "metadata": {"name": "api", "namespace": "shop", "generation": 1},
+            "spec": {"name": "api.example.com.", "type": "A", "routingPolicy": "Simple",
+                     "records": [{"setIdentifier": "x", "values": ["192.0.2.1"]}]}
+        }))
+        .expect("valid");
+        g.status = status;
+        g
+    }
+
+    /// An index that has listed `api` and nothing else.
+    fn listed() -> Index {
+        let mut index = Index::new(ServedZones::new(["example.com"]).expect("zone"), 60);
+        index.apply(Input::Group(Event::Init));
+        index.apply(Input::Group(Event::InitApply(api(None))));
+        index.apply(Input::Group(Event::InitDone));
+        for input in [
+            Input::Check(Event::Init),
+            Input::Check(Event::InitDone),
+            Input::Shift(Event::Init),
+            Input::Shift(Event::InitDone),
+            Input::Slice(Event::Init),
+            Input::Slice(Event::InitDone),
+            Input::Service(Event::<Service>::Init),
+            Input::Service(Event::<Service>::InitDone),
+            Input::Lease(Event::Init),
+            Input::Lease(Event::InitDone),
+        ] {
+            index.apply(input);
+        }
+        index
+    }
+
+    fn compile(ledger: &mut Ledger, index: &mut Index, now: Timestamp) {
+        let report = index.compiler.compile(now);
+        ledger.compiled(index, report.changed_groups, report.changed_checks, now);
+    }
+
+    // SEM-P5: a status someone else overwrote stays wrong until the periodic re-check: that
+    // writes what the leader would write again (without Events), once, and nothing while the
+    // object shows it.
+    #[test]
+    fn a_status_changed_by_another_writer_is_written_again_at_the_recheck() {
+        let mut index = listed();
+        let queue = StatusQueue::default();
+        let metrics = Arc::new(StatusMetrics::default());
+        let mut ledger = Ledger::new(queue.clone(), metrics.clone());
+        ledger.new_term(true);
+        ledger.hold_read_back(ReadBack::default());
+        ledger.take_read_back(&mut index);
+        compile(&mut ledger, &mut index, t(0));
+        assert_eq!(queue.backlog(), 0, "the status waits for the table (P5)");
+        assert_eq!(
+            ledger.recheck(&index, t(0)),
+            0,
+            "nor does a re-check write it"
+        );
+        ledger.take_published(&index, 1, index.compiler.table(), t(0));
+        let written = queue.take_ready(Instant::now()).expect("api's status");
+        queue.finish(written.clone(), &WriteOutcome::Written, Instant::now());
+        let Status::RecordGroup(shown) = written.status.clone() else {
+            panic!("a RecordGroup's status: {written:?}");
+        };
+        assert!(shown.served);
+
+        // The watch brings the write back: nothing to repair.
+        index.apply(Input::Group(Event::Apply(api(Some(shown.clone())))));
+        compile(&mut ledger, &mut index, t(10));
+        assert_eq!(ledger.recheck(&index, t(10)), 0);
+        assert_eq!(queue.backlog(), 0);
+
+        // Another writer says it is not served. Its spec did not change: no compile fixes it.
+        let mut overwritten = shown.clone();
+        overwritten.served = false;
+        overwritten.conditions.clear();
+        index.apply(Input::Group(Event::Apply(api(Some(overwritten)))));
+        compile(&mut ledger, &mut index, t(20));
+        assert_eq!(queue.backlog(), 0, "only the re-check sees it");
+        assert_eq!(ledger.recheck(&index, t(30)), 1);
+        assert_eq!(ledger.recheck(&index, t(31)), 0, "once while it is queued");
+        let again = queue.take_ready(Instant::now()).expect("written again");
+        assert!(again.events.is_empty(), "{:?}", again.events);
+        assert!(again.status.shown_by(&written.status) && written.status.shown_by(&again.status));
+        assert_eq!(
+            again.status, written.status,
+            "the same transition times too"
+        );
+        assert_eq!(
+            metrics.repairs.load(std::sync::atomic::Ordering::Relaxed),
+            1
+        );
+    }
+}

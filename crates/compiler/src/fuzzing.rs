@@ -4,6 +4,9 @@
 //! checker's reads HTTP responses, the resolver's DNS packets and tables. `replay` (with the
 //! `testing` feature: it reads the corpus from the repository) replays all of them.
 //!
+//! Built only for tests and with the `fuzzing` feature (tests/fuzz turns it on; `testing`
+//! implies it): production binaries carry none of it.
+//!
 //! Each check returns normally for any input and panics only when an invariant breaks.
 
 use crate::manifests::Manifests;

@@ -17,6 +17,7 @@
 //! that depend on it, not the table.
 
 mod error;
+#[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
 pub mod group;
 pub mod health;

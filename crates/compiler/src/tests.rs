@@ -6,7 +6,10 @@ use proptest::prelude::*;
 
 use super::testing::*;
 use super::*;
-use healthroute_api::{FailoverRole, RecordSpec, RoutingPolicy, ServiceAddresses, ShiftState};
+use healthroute_api::{
+    AppliedStatus, FailoverRole, RecordGroupSpec, RecordSpec, RoutingPolicy, ServiceAddresses,
+    ShiftState,
+};
 
 /// Resolves `group` `draws` times and returns each distinct answer's share.
 fn shares(c: &Compiler, group: &str, draws: usize) -> BTreeMap<String, f64> {

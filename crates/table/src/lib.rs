@@ -1,16 +1,17 @@
 //! The compiled routing table and the per-query choice.
 //!
-//! This crate is the contract between the control plane (the compiler in
-//! `healthroute-operator`, which writes tables) and the data plane (the resolver, which reads
-//! them). It holds no Kubernetes types and does no I/O, so the answering path never depends on
-//! client code.
+//! This crate is the contract between the control plane (the compiler,
+//! `healthroute-compiler`, which the operator and standalone mode run to write tables) and the
+//! data plane (the resolver, which reads them). It holds no Kubernetes types and does no I/O,
+//! so the answering path never depends on client code.
 //!
 //! ```text
 //!   compiler ──(health, last resort, shifts already applied)──▶ RoutingTable<Value>
-//!                                                                   │ serde (ConfigMap / disk)
-//!   resolver ◀── RoutingTable::map(encode) ── RoutingTable<Encoded> ◀┘
+//!                                                                   │ serde: ConfigMap shards
+//!                                                                   │ (published), a file
+//!   resolver ◀── CompiledGroup::for_zone(zone, encode), per group ◀─┘
 //!       │
-//!       └─ per query: Table::resolve(name, type, rng) ─▶ Resolved { values, set_identifier }
+//!       └─ per query: resolve_with(group, rng, lookup) ─▶ Resolved { values, set_identifier }
 //! ```
 //!
 //! Everything that depends on health was decided by the compiler: a [`Selection`] holds only
@@ -184,7 +185,9 @@ where
     Ok(v)
 }
 
-/// Identifies a RecordGroup: `namespace/name`.
+/// Identifies a RecordGroup: `namespace/name`, the text of its key in the API
+/// (`healthroute_api::ObjectKey`, whose `parse_group_key` reads this back; the table does not
+/// depend on the API, nor the API on the table).
 pub type GroupKey = Arc<str>;
 
 /// What one candidate record answers.

@@ -18,16 +18,6 @@ pub enum Error {
     Manifests(Vec<ManifestError>),
 }
 
-impl Error {
-    /// The problems of a manifest directory (none for the other errors).
-    pub fn manifest_problems(&self) -> &[ManifestError] {
-        match self {
-            Error::Manifests(problems) => problems,
-            _ => &[],
-        }
-    }
-}
-
 /// One problem in one manifest, located as precisely as it can be.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ManifestError {

@@ -48,7 +48,7 @@ pub fn replay(target: &str, check: impl Fn(&[u8])) {
 /// The committed corpus of `target` (`tests/fuzz/corpus/<target>/`), every file, in name
 /// order: what the replay tests feed the checks.
 #[cfg(any(test, feature = "testing"))]
-pub fn corpus(target: &str) -> Vec<Vec<u8>> {
+fn corpus(target: &str) -> Vec<Vec<u8>> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../tests/fuzz/corpus")
         .join(target);

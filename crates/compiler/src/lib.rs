@@ -128,8 +128,4 @@ impl Compiler {
         self.no_statuses = true;
         self
     }
-
-    pub fn zones(&self) -> &ServedZones {
-        &self.zones
-    }
 }

@@ -475,20 +475,10 @@ impl<V> Default for RoutingTable<V> {
     }
 }
 
-impl<V> RoutingTable<V> {
-    /// Follows aliases from `group` and picks one answer. `None` only for a table that breaks
-    /// its invariant (missing alias target, or an alias chain deeper than
-    /// [`MAX_ALIAS_DEPTH`]).
-    pub fn resolve<'a>(
-        &'a self,
-        group: &'a CompiledGroup<V>,
-        rng: &mut fastrand::Rng,
-    ) -> Option<Resolved<'a, V>> {
-        resolve_with(group, rng, |key| self.groups.get(key).map(|g| &**g))
-    }
-}
-
-/// Follows aliases with `lookup` and picks one answer; shared by every table representation.
+/// Follows aliases from `group`, looking each target up with `lookup`, and picks one answer;
+/// the resolver's serving table and tests over a [`RoutingTable`] share it. `None` only for a
+/// table that breaks its invariant (a missing alias target, or an alias chain deeper than
+/// [`MAX_ALIAS_DEPTH`]).
 pub fn resolve_with<'a, V>(
     group: &'a CompiledGroup<V>,
     rng: &mut fastrand::Rng,
@@ -566,6 +556,15 @@ impl<'a, V> ResolvedValues<'a, V> {
 mod tests {
     use super::*;
 
+    /// A query over a whole table: alias targets looked up among its groups.
+    fn resolve<'a, V>(
+        table: &'a RoutingTable<V>,
+        group: &'a CompiledGroup<V>,
+        rng: &mut fastrand::Rng,
+    ) -> Option<Resolved<'a, V>> {
+        resolve_with(group, rng, |key| table.groups.get(key).map(|g| &**g))
+    }
+
     // SEM-D9: a TXT value with broken quoting is refused where it is written, not served.
     #[test]
     fn txt_values_with_broken_quoting_are_refused() {
@@ -598,7 +597,7 @@ mod tests {
         let mut rng = fastrand::Rng::with_seed(seed);
         let mut counts = BTreeMap::<String, usize>::new();
         for _ in 0..draws {
-            let r = table.resolve(group, &mut rng).expect("resolves");
+            let r = resolve(&table, group, &mut rng).expect("resolves");
             *counts.entry(r.set_identifier.to_string()).or_default() += 1;
         }
         counts
@@ -650,7 +649,7 @@ mod tests {
         let mut seen = [0usize; 20];
         let draws = 100_000;
         for _ in 0..draws {
-            let r = table.resolve(&group, &mut rng).expect("resolves");
+            let r = resolve(&table, &group, &mut rng).expect("resolves");
             assert_eq!(r.values.len(), 8);
             let mut vals = Vec::new();
             r.values.for_each(|v| vals.push(*v));
@@ -676,9 +675,7 @@ mod tests {
             owners: vec![0; 3],
         });
         let table = RoutingTable::<u32>::default();
-        let r = table
-            .resolve(&group, &mut fastrand::Rng::with_seed(1))
-            .expect("resolves");
+        let r = resolve(&table, &group, &mut fastrand::Rng::with_seed(1)).expect("resolves");
         let mut vals = Vec::new();
         r.values.for_each(|v| vals.push(*v));
         assert_eq!(vals, vec![1, 2, 3]);
@@ -693,9 +690,7 @@ mod tests {
             set_identifier: "outer".into(),
             target: Target::Alias("ns/target".into()),
         }));
-        let r = table
-            .resolve(&outer, &mut fastrand::Rng::with_seed(1))
-            .expect("resolves");
+        let r = resolve(&table, &outer, &mut fastrand::Rng::with_seed(1)).expect("resolves");
         assert_eq!(&**r.set_identifier, "outer");
         assert!(matches!(r.values, ResolvedValues::Slice([9])));
     }
@@ -708,11 +703,7 @@ mod tests {
             target: Target::Alias("ns/g".into()),
         }));
         table.groups.insert("ns/g".into(), Arc::new(looped.clone()));
-        assert!(
-            table
-                .resolve(&looped, &mut fastrand::Rng::with_seed(1))
-                .is_none()
-        );
+        assert!(resolve(&table, &looped, &mut fastrand::Rng::with_seed(1)).is_none());
     }
 
     #[test]

@@ -169,6 +169,14 @@ mod tests {
         Manifests::load_str(Path::new("test.yaml"), text)
     }
 
+    /// The problems a rejected load lists.
+    fn problems(err: &Error) -> &[ManifestError] {
+        match err {
+            Error::Manifests(problems) => problems,
+            other => panic!("not a manifest error: {other}"),
+        }
+    }
+
     const GOOD: &str = r#"
 apiVersion: healthroute.io/v1alpha1
 kind: RecordGroup
@@ -253,7 +261,7 @@ metadata: {name: long}
 spec: {awayFrom: zone-b, target: {recordGroup: api}, expiresIn: 100h}
 "#;
         let err = load(bad).expect_err("rejected");
-        let errs = err.manifest_problems();
+        let errs = problems(&err);
         let text: Vec<String> = errs.iter().map(ToString::to_string).collect();
         assert!(
             text.iter()
@@ -288,7 +296,7 @@ spec: {awayFrom: zone-b, target: {recordGroup: api}, expiresIn: 100h}
             })
             .collect();
         let err = load(&text).expect_err("rejected");
-        let errs = err.manifest_problems();
+        let errs = problems(&err);
         for n in ["a", "b", "c"] {
             assert!(
                 errs.iter().any(|e| {

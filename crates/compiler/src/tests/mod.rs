@@ -29,6 +29,7 @@ use healthroute_api::{
     AppliedStatus, FailoverRole, RecordGroupSpec, RecordSpec, RoutingPolicy, ServiceAddresses,
     ShiftState,
 };
+use healthroute_table::{Resolved, resolve_with};
 
 /// Resolves `group` `draws` times and returns each distinct answer's share.
 fn shares(c: &Compiler, group: &str, draws: usize) -> BTreeMap<String, f64> {
@@ -40,7 +41,7 @@ fn shares(c: &Compiler, group: &str, draws: usize) -> BTreeMap<String, f64> {
     let mut rng = fastrand::Rng::with_seed(1);
     let mut counts = BTreeMap::<String, usize>::new();
     for _ in 0..draws {
-        let r = table.resolve(g, &mut rng).expect("resolves");
+        let r = resolve(&table, g, &mut rng).expect("resolves");
         let mut vals = Vec::new();
         r.values.for_each(|v| vals.push(v.to_string()));
         vals.sort();
@@ -120,4 +121,13 @@ fn mk_failover(c: &mut Compiler, secondary_checked: bool) {
             ],
         )),
     );
+}
+
+/// A query over a whole table: alias targets looked up among its groups.
+fn resolve<'a, V>(
+    table: &'a RoutingTable<V>,
+    group: &'a CompiledGroup<V>,
+    rng: &mut fastrand::Rng,
+) -> Option<Resolved<'a, V>> {
+    resolve_with(group, rng, |key| table.groups.get(key).map(|g| &**g))
 }

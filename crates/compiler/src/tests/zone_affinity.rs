@@ -15,7 +15,7 @@ fn zone_shares(c: &Compiler, group: &str, zone: Option<&str>) -> BTreeMap<String
     let draws = 4000;
     let mut counts = BTreeMap::<String, usize>::new();
     for _ in 0..draws {
-        let r = table.resolve(&served, &mut rng).expect("resolves");
+        let r = resolve(&table, &served, &mut rng).expect("resolves");
         let mut vals = Vec::new();
         r.values.for_each(|v| vals.push(v.to_string()));
         vals.sort();

@@ -1,7 +1,9 @@
-//! The CustomResourceDefinitions generated from [`crate::api`], rendered as YAML.
+//! The CustomResourceDefinitions generated from this crate's kinds ([`HealthCheck`],
+//! [`RecordGroup`], [`ZonalShift`]), rendered as YAML.
 //!
-//! `crdgen` writes them to `crds/<kind>.yaml`; a test fails when the committed files differ,
-//! so the YAML in the repository is never edited by hand.
+//! `crdgen` writes them to `crds/<kind>.yaml` and to the chart's copy; a test
+//! (`tests/crds.rs`) fails when the committed files differ, so the YAML in the repository is
+//! never edited by hand.
 
 use kube::CustomResourceExt;
 

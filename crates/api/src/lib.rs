@@ -5,8 +5,8 @@
 //! Validation lives in the schema so that `kubectl apply` of a bad object fails before any
 //! controller sees it: ranges, enums and defaults through schemars, and the rules that span
 //! fields as CEL (`x-kubernetes-validations`). The same rules run client-side on manifest files
-//! (see `healthroute_compiler::manifests`), so standalone mode and the simulator reject exactly what the API server
-//! would.
+//! (see `healthroute_compiler::manifests`), so standalone mode and the simulator reject
+//! exactly what the API server would.
 
 // kube-derive's repeated `printcolumn(..)` arguments look like duplicated attributes to clippy.
 #![allow(clippy::duplicated_attributes)]

@@ -1,6 +1,7 @@
 //! What the checker's fuzz target checks (`tests/fuzz/src/bin/http.rs`), as a plain function
 //! that `cargo test` also replays over the committed corpus (see
-//! `healthroute_compiler::fuzzing`).
+//! `healthroute_compiler::fuzzing`). Built only for tests and with the `fuzzing` feature,
+//! which tests/fuzz turns on.
 
 use std::time::Duration;
 

@@ -12,6 +12,7 @@
 //! a per-target semaphore bounds how many probes hit one address at once.
 
 mod error;
+#[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
 pub mod metric;
 pub mod policy;

@@ -1,6 +1,8 @@
-//! What the compiler and the manifest loader refuse.
+//! What the compiler and the manifest loader refuse: the crate's one error enum, and the
+//! located problem of a manifest file that it collects.
 
-use crate::manifests::ManifestError;
+use std::fmt;
+use std::path::PathBuf;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
@@ -16,13 +18,30 @@ pub enum Error {
     Manifests(Vec<ManifestError>),
 }
 
-impl Error {
-    /// The problems of a manifest directory (none for the other errors).
-    pub fn manifest_problems(&self) -> &[ManifestError] {
-        match self {
-            Error::Manifests(problems) => problems,
-            _ => &[],
+/// One problem in one manifest, located as precisely as it can be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManifestError {
+    pub file: PathBuf,
+    /// 1-based index of the YAML document in the file.
+    pub document: usize,
+    /// `Kind namespace/name`, once known.
+    pub object: Option<String>,
+    /// The JSON path of the field at fault, once known.
+    pub field: Option<String>,
+    pub message: String,
+}
+
+impl fmt::Display for ManifestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (document {})", self.file.display(), self.document)?;
+        if let Some(o) = &self.object {
+            write!(f, ", {o}")?;
         }
+        f.write_str(": ")?;
+        if let Some(field) = self.field.as_deref().filter(|s| !s.is_empty()) {
+            write!(f, "{field}: ")?;
+        }
+        f.write_str(&self.message)
     }
 }
 

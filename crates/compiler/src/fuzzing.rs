@@ -4,6 +4,9 @@
 //! checker's reads HTTP responses, the resolver's DNS packets and tables. `replay` (with the
 //! `testing` feature: it reads the corpus from the repository) replays all of them.
 //!
+//! Built only for tests and with the `fuzzing` feature (tests/fuzz turns it on; `testing`
+//! implies it): production binaries carry none of it.
+//!
 //! Each check returns normally for any input and panics only when an invariant breaks.
 
 use crate::manifests::Manifests;
@@ -45,7 +48,7 @@ pub fn replay(target: &str, check: impl Fn(&[u8])) {
 /// The committed corpus of `target` (`tests/fuzz/corpus/<target>/`), every file, in name
 /// order: what the replay tests feed the checks.
 #[cfg(any(test, feature = "testing"))]
-pub fn corpus(target: &str) -> Vec<Vec<u8>> {
+fn corpus(target: &str) -> Vec<Vec<u8>> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../tests/fuzz/corpus")
         .join(target);

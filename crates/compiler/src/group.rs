@@ -8,24 +8,28 @@
 //!                    select by policy ──▶ Selection + lastResort + status + explanation
 //! ```
 //!
-//! Everything here is a pure function of its [`GroupEnv`]; the incremental driver in
-//! `compiler/mod.rs` decides when to call it.
+//! Everything here is a pure function of its [`GroupEnv`]; the incremental driver (the
+//! [`Compiler`](crate::Compiler), `compile.rs`) decides when to call it. The table's key of a
+//! group ([`table_key`]) is made here, and only here.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 
 use healthroute_table::{
-    Answer, CompiledGroup, RecordType, Selection, Target, Value, normalize_name,
+    Answer, CompiledGroup, GroupKey, RecordType, Selection, Target, Value, normalize_name,
 };
 
 use healthroute_api::{
-    AppliedStatus, DEFAULT_MINIMUM_ZONE_CAPACITY_PERCENT, NotAppliedReason, RecordGroupSpec,
-    RecordSpec, RecordStatus, RecordTypeSpec, RoutingPolicy, ServiceAddresses, ZoneAffinity,
+    AppliedStatus, DEFAULT_MINIMUM_ZONE_CAPACITY_PERCENT, NotAppliedReason, ObjectKey,
+    RecordGroupSpec, RecordSpec, RecordStatus, RecordTypeSpec, RoutingPolicy, ServiceAddresses,
+    ZoneAffinity,
 };
 
-use super::health::CheckHealth;
-use super::{ObjectKey, ServedZones, ServiceEndpoints, reasons};
+use crate::health::CheckHealth;
+use crate::inputs::ServiceEndpoints;
+use crate::reasons;
+use crate::zones::ServedZones;
 
 /// The table's record type of an API record type (the API crate does not know the table).
 pub fn record_type(spec: RecordTypeSpec) -> RecordType {
@@ -52,6 +56,13 @@ fn peer_values(rtype: RecordType, reported: &[String]) -> Vec<Value> {
         }
     }
     values
+}
+
+/// The table's key of a group (its `namespace/name`, the wire form of a published table's
+/// keys; `ObjectKey::parse_group_key` reads it back). Every key the compiler writes into a
+/// table (a group's, an alias's target) comes from here.
+pub fn table_key(key: &ObjectKey) -> GroupKey {
+    key.to_string().into()
 }
 
 /// What an alias needs to know about its target.
@@ -322,7 +333,7 @@ struct Evaluated {
 impl Evaluated {
     fn target(&self, last_resort: bool) -> Target<Value> {
         match &self.alias {
-            Some(k) => Target::Alias(k.to_string().into()),
+            Some(k) => Target::Alias(table_key(k)),
             None if last_resort => Target::Values(self.all_values.clone()),
             None => Target::Values(self.healthy_values.clone()),
         }
@@ -451,7 +462,7 @@ pub fn compile(
         BTreeMap::new()
     };
     let compiled = CompiledGroup {
-        key: env.key.to_string().into(),
+        key: table_key(env.key),
         name: name.into(),
         record_type: rtype,
         ttl: spec.ttl.unwrap_or(default_ttl),

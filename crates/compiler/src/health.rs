@@ -241,24 +241,6 @@ fn word(healthy: bool) -> &'static str {
     if healthy { "healthy" } else { "unhealthy" }
 }
 
-/// Evaluates every check: probe checks first, then calculated ones over them.
-pub fn evaluate_all(
-    checks: &BTreeMap<ObjectKey, CheckInput>,
-    heartbeats: &HashMap<String, Timestamp>,
-    now: Timestamp,
-) -> BTreeMap<ObjectKey, CheckHealth> {
-    let mut health = BTreeMap::new();
-    evaluate_into(
-        checks,
-        heartbeats,
-        now,
-        checks.keys(),
-        &mut health,
-        &mut Vec::new(),
-    );
-    health
-}
-
 /// Evaluates the probe checks named by `keys` (removing those that no longer exist) and every
 /// calculated check into `health`, pushing the keys whose result changed onto `changed`.
 pub fn evaluate_into<'k>(
@@ -315,6 +297,24 @@ mod tests {
     use super::*;
     use crate::testing::{mk_check, mk_view};
     use healthroute_api::CalculatedCheck;
+
+    /// Evaluates every check: probe checks first, then calculated ones over them.
+    fn evaluate_all(
+        checks: &BTreeMap<ObjectKey, CheckInput>,
+        heartbeats: &HashMap<String, Timestamp>,
+        now: Timestamp,
+    ) -> BTreeMap<ObjectKey, CheckHealth> {
+        let mut health = BTreeMap::new();
+        evaluate_into(
+            checks,
+            heartbeats,
+            now,
+            checks.keys(),
+            &mut health,
+            &mut Vec::new(),
+        );
+        health
+    }
 
     fn now() -> Timestamp {
         Timestamp::from_second(1_800_000_000).expect("valid")

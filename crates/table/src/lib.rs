@@ -1,16 +1,17 @@
 //! The compiled routing table and the per-query choice.
 //!
-//! This crate is the contract between the control plane (the compiler in
-//! `healthroute-operator`, which writes tables) and the data plane (the resolver, which reads
-//! them). It holds no Kubernetes types and does no I/O, so the answering path never depends on
-//! client code.
+//! This crate is the contract between the control plane (the compiler,
+//! `healthroute-compiler`, which the operator and standalone mode run to write tables) and the
+//! data plane (the resolver, which reads them). It holds no Kubernetes types and does no I/O,
+//! so the answering path never depends on client code.
 //!
 //! ```text
 //!   compiler ──(health, last resort, shifts already applied)──▶ RoutingTable<Value>
-//!                                                                   │ serde (ConfigMap / disk)
-//!   resolver ◀── RoutingTable::map(encode) ── RoutingTable<Encoded> ◀┘
+//!                                                                   │ serde: ConfigMap shards
+//!                                                                   │ (published), a file
+//!   resolver ◀── CompiledGroup::for_zone(zone, encode), per group ◀─┘
 //!       │
-//!       └─ per query: Table::resolve(name, type, rng) ─▶ Resolved { values, set_identifier }
+//!       └─ per query: resolve_with(group, rng, lookup) ─▶ Resolved { values, set_identifier }
 //! ```
 //!
 //! Everything that depends on health was decided by the compiler: a [`Selection`] holds only
@@ -184,7 +185,9 @@ where
     Ok(v)
 }
 
-/// Identifies a RecordGroup: `namespace/name`.
+/// Identifies a RecordGroup: `namespace/name`, the text of its key in the API
+/// (`healthroute_api::ObjectKey`, whose `parse_group_key` reads this back; the table does not
+/// depend on the API, nor the API on the table).
 pub type GroupKey = Arc<str>;
 
 /// What one candidate record answers.
@@ -472,20 +475,10 @@ impl<V> Default for RoutingTable<V> {
     }
 }
 
-impl<V> RoutingTable<V> {
-    /// Follows aliases from `group` and picks one answer. `None` only for a table that breaks
-    /// its invariant (missing alias target, or an alias chain deeper than
-    /// [`MAX_ALIAS_DEPTH`]).
-    pub fn resolve<'a>(
-        &'a self,
-        group: &'a CompiledGroup<V>,
-        rng: &mut fastrand::Rng,
-    ) -> Option<Resolved<'a, V>> {
-        resolve_with(group, rng, |key| self.groups.get(key).map(|g| &**g))
-    }
-}
-
-/// Follows aliases with `lookup` and picks one answer; shared by every table representation.
+/// Follows aliases from `group`, looking each target up with `lookup`, and picks one answer;
+/// the resolver's serving table and tests over a [`RoutingTable`] share it. `None` only for a
+/// table that breaks its invariant (a missing alias target, or an alias chain deeper than
+/// [`MAX_ALIAS_DEPTH`]).
 pub fn resolve_with<'a, V>(
     group: &'a CompiledGroup<V>,
     rng: &mut fastrand::Rng,
@@ -563,6 +556,15 @@ impl<'a, V> ResolvedValues<'a, V> {
 mod tests {
     use super::*;
 
+    /// A query over a whole table: alias targets looked up among its groups.
+    fn resolve<'a, V>(
+        table: &'a RoutingTable<V>,
+        group: &'a CompiledGroup<V>,
+        rng: &mut fastrand::Rng,
+    ) -> Option<Resolved<'a, V>> {
+        resolve_with(group, rng, |key| table.groups.get(key).map(|g| &**g))
+    }
+
     // SEM-D9: a TXT value with broken quoting is refused where it is written, not served.
     #[test]
     fn txt_values_with_broken_quoting_are_refused() {
@@ -595,7 +597,7 @@ mod tests {
         let mut rng = fastrand::Rng::with_seed(seed);
         let mut counts = BTreeMap::<String, usize>::new();
         for _ in 0..draws {
-            let r = table.resolve(group, &mut rng).expect("resolves");
+            let r = resolve(&table, group, &mut rng).expect("resolves");
             *counts.entry(r.set_identifier.to_string()).or_default() += 1;
         }
         counts
@@ -647,7 +649,7 @@ mod tests {
         let mut seen = [0usize; 20];
         let draws = 100_000;
         for _ in 0..draws {
-            let r = table.resolve(&group, &mut rng).expect("resolves");
+            let r = resolve(&table, &group, &mut rng).expect("resolves");
             assert_eq!(r.values.len(), 8);
             let mut vals = Vec::new();
             r.values.for_each(|v| vals.push(*v));
@@ -673,9 +675,7 @@ mod tests {
             owners: vec![0; 3],
         });
         let table = RoutingTable::<u32>::default();
-        let r = table
-            .resolve(&group, &mut fastrand::Rng::with_seed(1))
-            .expect("resolves");
+        let r = resolve(&table, &group, &mut fastrand::Rng::with_seed(1)).expect("resolves");
         let mut vals = Vec::new();
         r.values.for_each(|v| vals.push(*v));
         assert_eq!(vals, vec![1, 2, 3]);
@@ -690,9 +690,7 @@ mod tests {
             set_identifier: "outer".into(),
             target: Target::Alias("ns/target".into()),
         }));
-        let r = table
-            .resolve(&outer, &mut fastrand::Rng::with_seed(1))
-            .expect("resolves");
+        let r = resolve(&table, &outer, &mut fastrand::Rng::with_seed(1)).expect("resolves");
         assert_eq!(&**r.set_identifier, "outer");
         assert!(matches!(r.values, ResolvedValues::Slice([9])));
     }
@@ -705,11 +703,7 @@ mod tests {
             target: Target::Alias("ns/g".into()),
         }));
         table.groups.insert("ns/g".into(), Arc::new(looped.clone()));
-        assert!(
-            table
-                .resolve(&looped, &mut fastrand::Rng::with_seed(1))
-                .is_none()
-        );
+        assert!(resolve(&table, &looped, &mut fastrand::Rng::with_seed(1)).is_none());
     }
 
     #[test]

@@ -6,8 +6,8 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::ResourceExt;
 
-use crate::{EndpointInput, GroupInput, ObjectKey, ServiceEndpoints};
-use healthroute_api::RecordGroup;
+use crate::inputs::{EndpointInput, GroupInput, ServiceEndpoints};
+use healthroute_api::{ObjectKey, RecordGroup};
 
 /// The compiler's view of a RecordGroup object.
 pub fn group_input(g: &RecordGroup) -> GroupInput {

@@ -11,9 +11,8 @@ use serde_json::Value as Json;
 
 use super::convert::{cluster_ips, endpoints_from_slices};
 use super::{ManifestError, Manifests};
-use crate::Error;
-use crate::ObjectKey;
-use healthroute_api::{HealthCheck, RecordGroup, ZonalShift};
+use crate::error::Error;
+use healthroute_api::{HealthCheck, ObjectKey, RecordGroup, ZonalShift};
 
 /// How manifests are read: as kubectl reads them (YAML 1.1 booleans such as `y`, `yes`, `on`,
 /// and octal `0755`), so that a file means the same in standalone mode and to the API server.

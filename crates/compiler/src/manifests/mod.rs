@@ -20,12 +20,16 @@ mod files;
 mod validate;
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::{Path, PathBuf};
 
-use crate::{CheckInput, Compiler, Error, GroupInput, ObjectKey, ServiceEndpoints, ShiftInput};
-use healthroute_api::{HealthCheck, RecordGroup, ZonalShift};
+use crate::Compiler;
+use crate::error::Error;
+use crate::health::CheckInput;
+use crate::inputs::{GroupInput, ServiceEndpoints};
+use crate::shift::ShiftInput;
+use healthroute_api::{HealthCheck, ObjectKey, RecordGroup, ZonalShift};
 
+pub use crate::error::ManifestError;
 pub use convert::{cluster_ips, endpoints_from_slices, group_input};
 use files::Loader;
 pub use files::yaml_options;
@@ -41,33 +45,6 @@ pub fn is_manifest_file(name: &str) -> bool {
         && (name.ends_with(".yaml") || name.ends_with(".yml"))
         && name != CONFIG_FILE
         && name != "healthroute.yml"
-}
-
-/// One problem in one manifest, located as precisely as it can be.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ManifestError {
-    pub file: PathBuf,
-    /// 1-based index of the YAML document in the file.
-    pub document: usize,
-    /// `Kind namespace/name`, once known.
-    pub object: Option<String>,
-    /// The JSON path of the field at fault, once known.
-    pub field: Option<String>,
-    pub message: String,
-}
-
-impl fmt::Display for ManifestError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} (document {})", self.file.display(), self.document)?;
-        if let Some(o) = &self.object {
-            write!(f, ", {o}")?;
-        }
-        f.write_str(": ")?;
-        if let Some(field) = self.field.as_deref().filter(|s| !s.is_empty()) {
-            write!(f, "{field}: ")?;
-        }
-        f.write_str(&self.message)
-    }
 }
 
 /// The objects of a manifest directory.
@@ -192,6 +169,14 @@ mod tests {
         Manifests::load_str(Path::new("test.yaml"), text)
     }
 
+    /// The problems a rejected load lists.
+    fn problems(err: &Error) -> &[ManifestError] {
+        match err {
+            Error::Manifests(problems) => problems,
+            other => panic!("not a manifest error: {other}"),
+        }
+    }
+
     const GOOD: &str = r#"
 apiVersion: healthroute.io/v1alpha1
 kind: RecordGroup
@@ -276,7 +261,7 @@ metadata: {name: long}
 spec: {awayFrom: zone-b, target: {recordGroup: api}, expiresIn: 100h}
 "#;
         let err = load(bad).expect_err("rejected");
-        let errs = err.manifest_problems();
+        let errs = problems(&err);
         let text: Vec<String> = errs.iter().map(ToString::to_string).collect();
         assert!(
             text.iter()
@@ -311,7 +296,7 @@ spec: {awayFrom: zone-b, target: {recordGroup: api}, expiresIn: 100h}
             })
             .collect();
         let err = load(&text).expect_err("rejected");
-        let errs = err.manifest_problems();
+        let errs = problems(&err);
         for n in ["a", "b", "c"] {
             assert!(
                 errs.iter().any(|e| {

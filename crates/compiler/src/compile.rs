@@ -1,0 +1,400 @@
+//! The compile loop: brings every output up to date at a time, from what the inputs marked.
+//!
+//! ```text
+//!   checks:  dirty ones and those of a checker whose reachability flipped (H7) ─▶ health
+//!            a changed health ─▶ the groups that read the check
+//!   shifts:  every clock advanced (Z3, Z4); a start or end ─▶ the groups it targets
+//!   groups:  each dirty one, its alias targets first ─▶ validate, conflicts, aliases (S8)
+//!            ─▶ group::compile ─▶ outcome; a changed outcome dirties its alias users
+//!   table:   a new generation from the groups whose served version changed
+//! ```
+//!
+//! [`Compiler::next_deadline`] says when the outputs change with no input changing.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use healthroute_api::{ObjectKey, ShiftState};
+use healthroute_table::{CompiledGroup, RecordType, RoutingTable, Value};
+use jiff::Timestamp;
+
+use crate::deps::Dep;
+use crate::group::{self, GroupOutcome, Rejection};
+use crate::inputs::GroupInput;
+use crate::{Compiler, health, reasons, shift};
+
+/// What one call to [`Compiler::compile`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CompileReport {
+    /// Groups compiled again.
+    pub recompiled: usize,
+    /// Groups whose served entry changed (added, replaced or removed).
+    pub table_changes: usize,
+    /// The table generation after this compile.
+    pub generation: u64,
+    /// Groups whose outcome (and so status) changed, or that were removed.
+    pub changed_groups: Vec<ObjectKey>,
+    /// Checks whose health changed, or that were removed.
+    pub changed_checks: Vec<ObjectKey>,
+    /// Probe checks evaluated again (their inputs, or a checker's reachability, changed).
+    pub evaluated_checks: usize,
+}
+
+impl Compiler {
+    /// Brings every output up to date at `now`.
+    pub fn compile(&mut self, now: Timestamp) -> CompileReport {
+        let mut report = CompileReport::default();
+
+        // Checks: those whose inputs changed, and those that read a checker whose
+        // reachability changed since the last compile (a heartbeat arrived after it went stale,
+        // or one went stale). Only changed results cost a recompile.
+        self.dirty_reachability_changes(now);
+        let dirty = std::mem::take(&mut self.dirty_checks);
+        report.evaluated_checks = dirty.len();
+        let mut changed = Vec::new();
+        health::evaluate_into(
+            &self.checks,
+            &self.heartbeats,
+            now,
+            &dirty,
+            &mut self.check_health,
+            &mut changed,
+        );
+        for key in &changed {
+            self.dirty_users(key, Dep::Check);
+        }
+        report.changed_checks = changed;
+
+        // Shifts: advance each clock; a state change dirties the targets.
+        let keys: Vec<ObjectKey> = self.shifts.keys().cloned().collect();
+        for key in keys {
+            let shift = &self.shifts[&key];
+            let previous = self.shift_clocks.get(&key).and_then(|c| c.as_ref().ok());
+            // A stored clock is active until advance_clock marks it ended.
+            let was_active = previous.map(|c| c.ended.is_none());
+            let clock = shift::advance_clock(shift, previous, now);
+            let is_active = clock.as_ref().ok().map(|c| c.ended.is_none());
+            let start_changed = previous.map(|c| c.start) != clock.as_ref().ok().map(|c| c.start);
+            if was_active != is_active || start_changed {
+                let spec = shift.spec.clone();
+                self.dirty_targets(&key.namespace, &spec);
+            }
+            self.shift_clocks.insert(key, clock);
+        }
+
+        // Groups: alias targets before the groups that alias them.
+        while let Some(key) = self.dirty.pop_first() {
+            self.ensure(&key, now, &mut BTreeSet::new(), &mut report);
+        }
+
+        for key in std::mem::take(&mut self.recovered) {
+            if !report.changed_groups.contains(&key) {
+                report.changed_groups.push(key);
+            }
+        }
+        report.table_changes = self.table_dirty.len();
+        if !self.table_dirty.is_empty() {
+            let mut table = RoutingTable {
+                generation: self.table.generation + 1,
+                groups: self.table.groups.clone(),
+            };
+            for key in std::mem::take(&mut self.table_dirty) {
+                let gk = group::table_key(&key);
+                match self.served(&key) {
+                    Some(g) => table.groups.insert(gk, g),
+                    None => table.groups.remove(&gk),
+                };
+            }
+            self.table = Arc::new(table);
+        }
+        report.generation = self.table.generation;
+        report
+    }
+
+    /// Compares every checker's reachability for every interval in use with the last compile's
+    /// and marks the probe checks that read a checker whose reachability changed.
+    fn dirty_reachability_changes(&mut self, now: Timestamp) {
+        let mut flipped: HashMap<&str, Vec<u32>> = HashMap::new();
+        for (checker, hb) in &self.heartbeats {
+            let now_reachable: BTreeSet<u32> = self
+                .intervals
+                .keys()
+                .copied()
+                .filter(|i| health::is_reachable(Some(*hb), *i, now))
+                .collect();
+            let before = self.reachable.get(checker);
+            if before != Some(&now_reachable) {
+                let empty = BTreeSet::new();
+                let before = before.unwrap_or(&empty);
+                flipped.insert(
+                    checker.as_str(),
+                    before
+                        .symmetric_difference(&now_reachable)
+                        .copied()
+                        .collect(),
+                );
+                self.reachable.insert(checker.clone(), now_reachable);
+            }
+        }
+        if flipped.is_empty() {
+            return;
+        }
+        for (key, check) in &self.checks {
+            let interval = check.spec.request_interval_seconds;
+            let reads_flipped = check.views.iter().any(|v| {
+                flipped
+                    .get(v.checker.as_str())
+                    .is_some_and(|intervals| intervals.contains(&interval))
+            });
+            if reads_flipped {
+                self.dirty_checks.insert(key.clone());
+            }
+        }
+    }
+
+    /// The time at which the outputs change without any input changing: the next shift expiry
+    /// or a reachable checker's heartbeat going stale. The caller compiles again then.
+    pub fn next_deadline(&self, now: Timestamp) -> Option<Timestamp> {
+        let expiries = self
+            .shift_clocks
+            .values()
+            .filter_map(|c| c.as_ref().ok())
+            .filter(|c| c.state(now) == ShiftState::Active)
+            .map(|c| c.expiry);
+        let stale = self.heartbeats.iter().flat_map(|(checker, hb)| {
+            self.reachable
+                .get(checker)
+                .into_iter()
+                .flatten()
+                .map(|i| health::unreachable_at(*hb, *i))
+        });
+        expiries.chain(stale).filter(|t| *t > now).min()
+    }
+
+    /// How long from `now` until [`Compiler::next_deadline`], for a caller's timer.
+    pub fn time_to_deadline(&self, now: Timestamp) -> Option<std::time::Duration> {
+        self.next_deadline(now).map(|t| {
+            let ms = (t.as_millisecond() - now.as_millisecond()).max(0) as u64;
+            std::time::Duration::from_millis(ms)
+        })
+    }
+
+    fn ensure(
+        &mut self,
+        key: &ObjectKey,
+        now: Timestamp,
+        visiting: &mut BTreeSet<ObjectKey>,
+        report: &mut CompileReport,
+    ) {
+        if !visiting.insert(key.clone()) {
+            return;
+        }
+        // Compile the alias targets first if they are waiting.
+        if let Some(input) = self.groups.get(key) {
+            let targets: Vec<ObjectKey> = input
+                .spec
+                .records
+                .iter()
+                .filter_map(|r| r.alias.as_ref())
+                .map(|a| key.sibling(&a.record_group))
+                .collect();
+            for t in targets {
+                if self.dirty.remove(&t) {
+                    self.ensure(&t, now, visiting, report);
+                }
+            }
+        }
+        self.dirty.remove(key);
+        report.recompiled += 1;
+        let before = self
+            .outcomes
+            .get(key)
+            .map(|o| (o.compiled.clone(), o.healthy));
+        let outcome = self.compile_group(key, now);
+        if self.outcomes.get(key) != outcome.as_ref() {
+            report.changed_groups.push(key.clone());
+        }
+        self.deps
+            .reindex(key, self.groups.get(key).map(|g| &g.spec));
+        match outcome {
+            Some(outcome) => {
+                if let Ok(g) = &outcome.compiled {
+                    self.last_good.insert(key.clone(), g.clone());
+                }
+                self.outcomes.insert(key.clone(), outcome);
+            }
+            None => {
+                self.outcomes.remove(key);
+                self.last_good.remove(key);
+            }
+        }
+        let after = self
+            .outcomes
+            .get(key)
+            .map(|o| (o.compiled.clone(), o.healthy));
+        if before != after {
+            self.table_dirty.insert(key.clone());
+            let users = self.deps.users(Dep::Alias, key);
+            self.dirty
+                .extend(users.filter(|u| !visiting.contains(*u)).cloned());
+        }
+        visiting.remove(key);
+    }
+
+    fn compile_group(&self, key: &ObjectKey, now: Timestamp) -> Option<GroupOutcome> {
+        let input = self.groups.get(key)?;
+        let (name, parsed) = match group::validate(key, &input.spec, &self.zones) {
+            Ok(v) => v,
+            Err(rejection) => return Some(GroupOutcome::rejected(rejection)),
+        };
+        if let Some(winner) = self.conflict_winner(key, &name, input) {
+            return Some(GroupOutcome::rejected(Rejection::new(
+                reasons::NAME_CONFLICT,
+                format!(
+                    "{name} {} is already served by the older RecordGroup {winner}",
+                    input.spec.record_type.as_str()
+                ),
+            )));
+        }
+        let rtype = group::record_type(input.spec.record_type);
+        for target in parsed.iter().filter_map(|p| p.alias.as_ref()) {
+            if self.alias_reaches(target, key) {
+                return Some(GroupOutcome::rejected(Rejection::new(
+                    reasons::ALIAS_CYCLE,
+                    format!("alias to {} leads back to {}", target.name, key.name),
+                )));
+            }
+            match self.groups.get(target) {
+                None => {
+                    return Some(GroupOutcome::rejected(Rejection::new(
+                        reasons::MISSING_TARGET,
+                        format!("alias target RecordGroup {target} does not exist"),
+                    )));
+                }
+                Some(t) if group::record_type(t.spec.record_type) != rtype => {
+                    return Some(GroupOutcome::rejected(Rejection::new(
+                        reasons::TYPE_MISMATCH,
+                        format!(
+                            "alias target {} is {}, not {rtype}",
+                            target.name,
+                            t.spec.record_type.as_str()
+                        ),
+                    )));
+                }
+                Some(_) if self.served(target).is_none() => {
+                    return Some(GroupOutcome::rejected(Rejection::new(
+                        reasons::MISSING_TARGET,
+                        format!("alias target {target} is not served (it was rejected)"),
+                    )));
+                }
+                Some(_) => {}
+            }
+        }
+        let shifts = self.active_shifts_for(key, input, now);
+        let alias_target = |t: &ObjectKey| {
+            self.served(t).map(|g| group::AliasTargetState {
+                record_type: g.record_type,
+                healthy: self.outcomes.get(t).is_some_and(|o| o.healthy),
+            })
+        };
+        let env = group::GroupEnv {
+            key,
+            zones: &self.zones,
+            checks: &self.check_health,
+            services: &self.services,
+            alias_target: &alias_target,
+            shifts: &shifts,
+            explain: self.explain,
+            statuses: !self.no_statuses,
+        };
+        Some(group::compile(
+            &env,
+            &input.spec,
+            &name,
+            &parsed,
+            self.default_ttl,
+        ))
+    }
+
+    /// The oldest group that claims `name` with a conflicting type, when it is not `key`.
+    fn conflict_winner(
+        &self,
+        key: &ObjectKey,
+        name: &str,
+        input: &GroupInput,
+    ) -> Option<&ObjectKey> {
+        let mine = group::record_type(input.spec.record_type);
+        let conflicts = |other: RecordType| {
+            other == mine || other == RecordType::Cname || mine == RecordType::Cname
+        };
+        let age = |k: &ObjectKey| {
+            let g = &self.groups[k];
+            (g.created.is_none(), g.created, k.clone())
+        };
+        self.names
+            .claimants(name)
+            .filter(|k| {
+                self.groups
+                    .get(*k)
+                    .is_some_and(|g| conflicts(group::record_type(g.spec.record_type)))
+            })
+            .min_by_key(|k| age(k))
+            .filter(|w| *w != key)
+    }
+
+    /// Whether following aliases from `from` reaches `to`, by the specs.
+    fn alias_reaches(&self, from: &ObjectKey, to: &ObjectKey) -> bool {
+        let mut stack = vec![from.clone()];
+        let mut seen = BTreeSet::new();
+        while let Some(k) = stack.pop() {
+            if &k == to {
+                return true;
+            }
+            if !seen.insert(k.clone()) {
+                continue;
+            }
+            if let Some(g) = self.groups.get(&k) {
+                stack.extend(
+                    g.spec
+                        .records
+                        .iter()
+                        .filter_map(|r| r.alias.as_ref())
+                        .map(|a| k.sibling(&a.record_group)),
+                );
+            }
+        }
+        false
+    }
+
+    fn active_shifts_for(
+        &self,
+        key: &ObjectKey,
+        input: &GroupInput,
+        now: Timestamp,
+    ) -> Vec<group::ActiveShift> {
+        self.shifts
+            .range(key.sibling("")..)
+            .take_while(|(k, _)| k.namespace == key.namespace)
+            .filter(|(_, s)| shift::targets(&s.spec, &key.name, &input.labels))
+            .filter_map(|(k, s)| {
+                let clock = self.shift_clocks.get(k)?.as_ref().ok()?;
+                (clock.state(now) == ShiftState::Active).then(|| group::ActiveShift {
+                    key: k.clone(),
+                    away_from: s.spec.away_from.clone(),
+                    start: clock.start,
+                })
+            })
+            .collect()
+    }
+
+    /// What the table serves for `key`: its compiled version, or its last good one while it is
+    /// rejected for a reason other than losing a name conflict.
+    pub(crate) fn served(&self, key: &ObjectKey) -> Option<Arc<CompiledGroup<Value>>> {
+        let outcome = self.outcomes.get(key)?;
+        match &outcome.compiled {
+            Ok(g) => Some(g.clone()),
+            Err(r) if r.reason == reasons::NAME_CONFLICT => None,
+            Err(_) => self.last_good.get(key).cloned(),
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! What callers read back from the compiler after a compile: the table, each group's
+//! outcome, each check's health and views, and the status of groups and shifts as data (the
+//! status writer adds the conditions and writes them; standalone mode writes none).
+
+use std::sync::Arc;
+
+use healthroute_api::{
+    AppliedStatus, CheckerView, ObjectKey, RecordGroupStatus, ShiftGroupStatus, ShiftState,
+    ZonalShiftStatus,
+};
+use healthroute_table::{RoutingTable, Selection, Value};
+use jiff::Timestamp;
+
+use crate::error::Error;
+use crate::group::GroupOutcome;
+use crate::health::CheckHealth;
+use crate::{Compiler, shift};
+
+impl Compiler {
+    /// The current table: cheap to clone, shared with readers.
+    pub fn table(&self) -> Arc<RoutingTable<Value>> {
+        self.table.clone()
+    }
+
+    pub fn outcome(&self, key: &ObjectKey) -> Option<&GroupOutcome> {
+        self.outcomes.get(key)
+    }
+
+    pub fn group_keys(&self) -> impl Iterator<Item = &ObjectKey> {
+        self.groups.keys()
+    }
+
+    pub fn check_health(&self, key: &ObjectKey) -> Option<&CheckHealth> {
+        self.check_health.get(key)
+    }
+
+    /// One checker's view of a check, as last set.
+    pub fn check_view(&self, key: &ObjectKey, checker: &str) -> Option<&CheckerView> {
+        self.checks
+            .get(key)?
+            .views
+            .iter()
+            .find(|v| v.checker == checker)
+    }
+
+    /// The status of a RecordGroup as data (conditions are the status writer's).
+    pub fn group_status(&self, key: &ObjectKey) -> Option<RecordGroupStatus> {
+        let outcome = self.outcomes.get(key)?;
+        let served = self.served(key);
+        let (healthy_records, last_resort) = match (&outcome.compiled, &served) {
+            // A rejected group that still serves its last good version: the health of what it
+            // serves, not the 0 of a version that compiled to nothing.
+            (Err(_), Some(g)) => {
+                let answering = match &g.selection {
+                    Selection::MultiValue {
+                        set_identifiers, ..
+                    } => set_identifiers.len(),
+                    s => s.answers().len(),
+                };
+                let text = if g.last_resort {
+                    "last good version, last resort".to_owned()
+                } else {
+                    format!("last good version, {answering} answering")
+                };
+                (text, g.last_resort)
+            }
+            (Err(_), None) => ("not served".to_owned(), false),
+            (Ok(_), _) => {
+                let healthy = outcome.records.iter().filter(|r| r.healthy).count();
+                (
+                    format!("{healthy}/{}", self.groups.get(key)?.spec.records.len()),
+                    outcome.last_resort(),
+                )
+            }
+        };
+        Some(RecordGroupStatus {
+            served: served.is_some(),
+            served_generation: None,
+            healthy_records: Some(healthy_records),
+            records: outcome.records.clone(),
+            last_resort,
+            conditions: Vec::new(),
+            observed_generation: None,
+        })
+    }
+
+    /// The status of a ZonalShift at `now`: its clock and what it does to each targeted group.
+    pub fn shift_status(
+        &self,
+        key: &ObjectKey,
+        now: Timestamp,
+    ) -> Option<Result<ZonalShiftStatus, Error>> {
+        let shift = self.shifts.get(key)?;
+        let clock = match self.shift_clocks.get(key)? {
+            Ok(c) => c,
+            Err(e) => return Some(Err(e.clone())),
+        };
+        let state = clock.state(now);
+        let mut groups = Vec::new();
+        for (gk, g) in self
+            .groups
+            .range(key.sibling("")..)
+            .take_while(|(k, _)| k.namespace == key.namespace)
+        {
+            if !shift::targets(&shift.spec, &gk.name, &g.labels) || state != ShiftState::Active {
+                continue;
+            }
+            let outcome = self
+                .outcomes
+                .get(gk)
+                .and_then(|o| o.shifts.iter().find(|s| &s.shift == key));
+            groups.push(ShiftGroupStatus {
+                record_group: gk.name.to_string(),
+                applied_status: outcome.map_or(AppliedStatus::NotApplied, |o| o.applied),
+                reason: outcome.and_then(|o| o.reason),
+            });
+        }
+        let applied = groups
+            .iter()
+            .filter(|g| g.applied_status == AppliedStatus::Applied)
+            .count();
+        Some(Ok(ZonalShiftStatus {
+            status: Some(state),
+            start_time: Some(clock.start.into()),
+            expiry_time: Some(clock.expiry.into()),
+            expires_in: Some(clock.expires_in.clone()),
+            applied_groups: Some(format!("{applied}/{}", groups.len())),
+            groups,
+            conditions: Vec::new(),
+            observed_generation: None,
+        }))
+    }
+}

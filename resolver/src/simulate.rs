@@ -383,11 +383,9 @@ fn chain_lines(
     out: &mut String,
 ) -> Vec<String> {
     let policy = |key: &str| {
-        manifests
-            .groups
-            .iter()
-            .find(|(k, _)| k.to_string() == key)
-            .map(|(_, g)| format!("{:?}", g.spec.routing_policy))
+        ObjectKey::parse_group_key(key)
+            .and_then(|k| manifests.groups.get(&k))
+            .map(|g| format!("{:?}", g.spec.routing_policy))
             .unwrap_or_default()
     };
     let mut chained = Vec::new();
@@ -572,10 +570,8 @@ fn shift_lines(
     now: Timestamp,
     out: &mut String,
 ) {
-    let Some((key, group)) = manifests
-        .groups
-        .iter()
-        .find(|(k, _)| k.to_string() == key_text)
+    let Some((key, group)) =
+        ObjectKey::parse_group_key(key_text).and_then(|k| manifests.groups.get_key_value(&k))
     else {
         return;
     };
@@ -625,10 +621,8 @@ fn explain(
     out: &mut String,
     depth: usize,
 ) {
-    let Some((key, group)) = manifests
-        .groups
-        .iter()
-        .find(|(k, _)| k.to_string() == key_text)
+    let Some((key, group)) =
+        ObjectKey::parse_group_key(key_text).and_then(|k| manifests.groups.get_key_value(&k))
     else {
         return;
     };

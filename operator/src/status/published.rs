@@ -61,7 +61,7 @@ impl Published {
             "read back the published table"
         );
         for gk in found.groups.keys() {
-            let Some(key) = object_key(gk) else {
+            let Some(key) = ObjectKey::parse_group_key(gk) else {
                 continue;
             };
             let since = index
@@ -133,12 +133,4 @@ impl Published {
 /// Whether two compiled versions of a group are the same (cheaply when they are one `Arc`).
 fn same(a: &Arc<CompiledGroup<Value>>, b: &Arc<CompiledGroup<Value>>) -> bool {
     Arc::ptr_eq(a, b) || a == b
-}
-
-/// The RecordGroup a published group key (`namespace/name`) names.
-// The one place the operator reads a group key back into an object's key; a shared parser
-// in healthroute-api would replace it.
-fn object_key(group_key: &str) -> Option<ObjectKey> {
-    let (namespace, name) = group_key.split_once('/')?;
-    Some(ObjectKey::new(namespace, name))
 }

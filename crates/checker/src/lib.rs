@@ -305,19 +305,23 @@ impl Checker {
     pub fn start_heartbeat(&mut self, every: Duration) {
         let events = self.events.clone();
         let checker = self.name.clone();
-        self.heartbeat = Some(tokio::spawn(async move {
-            let mut tick = tokio::time::interval(every);
-            loop {
-                tick.tick().await;
-                let event = CheckerEvent::Heartbeat {
-                    checker: checker.clone(),
-                    at: Timestamp::now(),
-                };
-                if events.send(event).await.is_err() {
-                    return;
+        let span = tracing::info_span!("heartbeat", checker = %self.name);
+        self.heartbeat = Some(tokio::spawn(
+            async move {
+                let mut tick = tokio::time::interval(every);
+                loop {
+                    tick.tick().await;
+                    let event = CheckerEvent::Heartbeat {
+                        checker: checker.clone(),
+                        at: Timestamp::now(),
+                    };
+                    if events.send(event).await.is_err() {
+                        return;
+                    }
                 }
             }
-        }));
+            .instrument(span),
+        ));
     }
 
     /// Runs exactly the probe checks given: starts new ones, restarts changed ones, stops the

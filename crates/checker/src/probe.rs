@@ -66,11 +66,6 @@ impl ProbeSpec {
             response_timeout: Duration::from_secs(u64::from(spec.response_timeout_seconds)),
         })
     }
-
-    /// The longest one probe can take.
-    pub fn budget(&self) -> Duration {
-        self.connect_timeout + self.response_timeout
-    }
 }
 
 /// One observation: healthy or not, how long it took, and why, in a few words.

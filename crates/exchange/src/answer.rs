@@ -10,7 +10,8 @@ const MAX_STRING: usize = 255;
 /// What a group answers as healthy in the peer cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PeerAnswer {
-    /// The values the group currently answers. An empty list is sent as, and read back as,
+    /// The values the group currently answers. Read back sorted and without duplicates (an
+    /// RRset has no order); an empty list is sent as, and read back as,
     /// [`PeerAnswer::NothingHealthy`].
     Healthy(Vec<PeerValue>),
     /// The group exists but answers only its last resort, or nothing (NOERROR, no records).

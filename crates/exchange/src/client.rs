@@ -20,8 +20,8 @@ use crate::{
     error::{Error, ExchangeError},
     group,
     key::{KeyRing, TsigKey},
-    signing::{self, FUDGE},
-    wire::{exchange_edns, rcode_name},
+    signing,
+    wire::{FUDGE, exchange_edns, rcode_name},
 };
 
 /// A signed exchange query: the bytes to send and what reading its answer needs.
@@ -185,7 +185,8 @@ impl PendingQuery {
         Ok(())
     }
 
-    /// A NOERROR response's values: every answer a `[TYPE, value]` TXT of the question's name.
+    /// A NOERROR response's values, sorted: every answer a `[TYPE, value]` TXT of the
+    /// question's name.
     fn values(&self, response: &Message) -> Result<PeerAnswer, ExchangeError> {
         let malformed = |reason: String| ExchangeError::MalformedAnswer { reason };
         let mut values = Vec::with_capacity(response.answers.len());
@@ -207,6 +208,10 @@ impl PendingQuery {
             };
             values.push(PeerValue::from_txt(txt).map_err(malformed)?);
         }
+        // An RRset has no order and no duplicates: sorted, two reads of the same answer
+        // compare equal whatever order the peer (or a middlebox) sent.
+        values.sort();
+        values.dedup();
         Ok(if values.is_empty() {
             PeerAnswer::NothingHealthy
         } else {

@@ -8,7 +8,7 @@ use std::{fmt, path::PathBuf};
 use hickory_proto::rr::{Name, TSigner, rdata::tsig::TsigAlgorithm};
 use serde::Deserialize;
 
-use crate::{error::Error, signing::FUDGE};
+use crate::{error::Error, wire::FUDGE};
 
 /// The shortest secret accepted, in bytes (RFC 8945 section 6 asks for at least half the
 /// hash's output; hmac-sha256 keys are usually 32 bytes).

@@ -85,7 +85,7 @@ pub use error::{Error, ExchangeError};
 pub use group::EXCHANGE_ZONE;
 pub use key::{KeyConfig, KeyRing, MIN_SECRET_LEN, TsigKey};
 pub use server::{Reason, Rejection, VerifiedQuery, encode_answer, verify_query};
-pub use signing::FUDGE;
+pub use wire::FUDGE;
 
 /// The largest DNS message (its TCP length prefix is 16 bits).
 pub const MAX_MESSAGE_SIZE: usize = 65_535;

@@ -24,8 +24,8 @@ use crate::{
     answer::PeerAnswer,
     group::parse_qname,
     key::{KeyRing, TsigKey},
-    signing::{self, FUDGE},
-    wire::exchange_edns,
+    signing,
+    wire::{FUDGE, exchange_edns},
 };
 
 /// The smallest payload every DNS transport carries.
@@ -184,6 +184,8 @@ impl fmt::Display for Rejection {
         }
     }
 }
+
+impl std::error::Error for Rejection {}
 
 /// Checks a received query: a single exchange question, signed by a key of `keys` within the
 /// fudge of `now` (Unix seconds). Never panics, whatever the bytes.

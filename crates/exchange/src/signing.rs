@@ -15,10 +15,7 @@ use hickory_proto::{
     serialize::binary::{BinEncodable, BinEncoder},
 };
 
-use crate::key::TsigKey;
-
-/// The fudge (seconds) the exchange signs with, and the most it accepts from a peer.
-pub const FUDGE: u16 = 300;
+use crate::{key::TsigKey, wire::FUDGE};
 
 /// The TSIG fields of a message about to be signed (its MAC is computed later).
 pub(crate) fn stub(

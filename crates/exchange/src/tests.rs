@@ -91,8 +91,6 @@ fn round_trip(answer: &PeerAnswer) -> Result<PeerAnswer, Box<dyn std::error::Err
     Ok(pending.read_answer(&answer, NOW + 2)?)
 }
 
-impl std::error::Error for Rejection {}
-
 #[test]
 fn each_peer_answer_round_trips() -> TestResult {
     for answer in [
@@ -105,6 +103,23 @@ fn each_peer_answer_round_trips() -> TestResult {
     assert_eq!(
         round_trip(&PeerAnswer::Healthy(vec![]))?,
         PeerAnswer::NothingHealthy
+    );
+    Ok(())
+}
+
+#[test]
+fn values_are_read_back_sorted_without_duplicates() -> TestResult {
+    let sent = PeerAnswer::Healthy(vec![
+        PeerValue::new("A", "192.0.2.9"),
+        PeerValue::new("A", "192.0.2.1"),
+        PeerValue::new("A", "192.0.2.9"),
+    ]);
+    assert_eq!(
+        round_trip(&sent)?,
+        PeerAnswer::Healthy(vec![
+            PeerValue::new("A", "192.0.2.1"),
+            PeerValue::new("A", "192.0.2.9"),
+        ])
     );
     Ok(())
 }
@@ -468,11 +483,11 @@ fn large_answers_are_truncated_for_udp_and_whole_for_tcp() -> TestResult {
     let Query { bytes, pending } = Query::new("shop", "api", &keys, NOW)?;
     let verified = verify_query(&bytes, &keys, NOW)?;
     assert_eq!(verified.max_udp_payload(), 1232);
-    let many = PeerAnswer::Healthy(
-        (0..100)
-            .map(|i| PeerValue::new("AAAA", format!("2001:db8::{i:x}")))
-            .collect(),
-    );
+    let mut values: Vec<_> = (0..100)
+        .map(|i| PeerValue::new("AAAA", format!("2001:db8::{i:x}")))
+        .collect();
+    values.sort();
+    let many = PeerAnswer::Healthy(values);
     let udp = encode_answer(&verified, &many, NOW, verified.max_udp_payload());
     assert!(udp.len() <= 1232, "{}", udp.len());
     let message = Message::from_vec(&udp)?;

@@ -1,7 +1,10 @@
-//! What the query and the answer share beyond TSIG: the OPT record the exchange sends and
-//! RCODE mnemonics for messages.
+//! What every other module shares, at the bottom of the crate: the fudge, the OPT record the
+//! exchange sends, and RCODE mnemonics for messages.
 
 use hickory_proto::op::{Edns, ResponseCode};
+
+/// The fudge (seconds) the exchange signs with, and the most it accepts from a peer.
+pub const FUDGE: u16 = 300;
 
 /// The UDP payload size the exchange advertises in its OPT records (the DNS flag day 2020
 /// figure, which avoids IP fragmentation).

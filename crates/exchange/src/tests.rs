@@ -1,0 +1,615 @@
+//! The protocol end to end, over bytes: query → verify → answer → read, each rejection with
+//! its RCODE and TSIG error, key rotation, tampering, truncation, and hostile bytes.
+
+use hickory_proto::{
+    op::{Message, OpCode, Query as Question, ResponseCode},
+    rr::{Name, RecordType, rdata::tsig::TsigError},
+};
+use proptest::prelude::*;
+
+use crate::{
+    ExchangeError, KeyRing, PeerAnswer, PeerValue, Query, Reason, Rejection, TsigKey,
+    encode_answer, signing, verify_query,
+};
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+const NOW: u64 = 1_780_000_000;
+const TCP: usize = crate::MAX_MESSAGE_SIZE;
+
+fn key(name: &str, secret: &str) -> Result<TsigKey, crate::Error> {
+    TsigKey::new(
+        name,
+        "hmac-sha256",
+        &data_encoding::BASE64.encode(secret.as_bytes()),
+    )
+}
+
+fn old_key() -> Result<TsigKey, crate::Error> {
+    key("hr-peer-old.", "the old secret, 32 bytes long...")
+}
+
+fn new_key() -> Result<TsigKey, crate::Error> {
+    key("hr-peer-new.", "the new secret, 32 bytes long...")
+}
+
+fn ring(keys: &[TsigKey]) -> Result<KeyRing, crate::Error> {
+    KeyRing::new(keys.to_vec())
+}
+
+fn healthy() -> PeerAnswer {
+    PeerAnswer::Healthy(vec![
+        PeerValue::new("A", "192.0.2.1"),
+        PeerValue::new("AAAA", "2001:db8::1"),
+        PeerValue::new("CNAME", "api.eu-west.example.com."),
+        PeerValue::new("TXT", "\"v=spf1 -all\""),
+        PeerValue::new("TXT", "x".repeat(600)),
+    ])
+}
+
+/// A query signed (or not) as the tests need: any name, type, opcode, key and time.
+fn custom_query(
+    qname: &str,
+    qtype: RecordType,
+    op_code: OpCode,
+    key: Option<&TsigKey>,
+    time: u64,
+) -> Result<Vec<u8>, Box<dyn std::error::Error>> {
+    let mut message = Message::new(4242, hickory_proto::op::MessageType::Query, op_code);
+    message.add_query(Question::query(Name::from_ascii(qname)?, qtype));
+    let bytes = message.to_vec()?;
+    Ok(match key {
+        None => bytes,
+        Some(key) => {
+            let stub = signing::stub(key.algorithm().clone(), time, 4242, None, Vec::new());
+            signing::sign(bytes, key, None, stub)?.0
+        }
+    })
+}
+
+/// The rejection's response, parsed, after the checks every rejection shares: a response
+/// with no answer, authority or additional records.
+fn rejected_response(rejection: &Rejection) -> Result<Message, Box<dyn std::error::Error>> {
+    let bytes = rejection.response().ok_or("no response")?;
+    let message = Message::from_vec(bytes)?;
+    assert_eq!(
+        message.message_type,
+        hickory_proto::op::MessageType::Response
+    );
+    assert!(message.answers.is_empty(), "{message:?}");
+    assert!(message.authorities.is_empty(), "{message:?}");
+    assert!(message.additionals.is_empty(), "{message:?}");
+    Ok(message)
+}
+
+fn round_trip(answer: &PeerAnswer) -> Result<PeerAnswer, Box<dyn std::error::Error>> {
+    let keys = ring(&[new_key()?])?;
+    let Query { bytes, pending } = Query::new("shop", "api", &keys, NOW)?;
+    let verified = verify_query(&bytes, &keys, NOW + 1)?;
+    assert_eq!(verified.group(), ("shop", "api"));
+    let answer = encode_answer(&verified, answer, NOW + 1, TCP);
+    Ok(pending.read_answer(&answer, NOW + 2)?)
+}
+
+#[test]
+fn each_peer_answer_round_trips() -> TestResult {
+    for answer in [
+        healthy(),
+        PeerAnswer::NothingHealthy,
+        PeerAnswer::NoSuchGroup,
+    ] {
+        assert_eq!(round_trip(&answer)?, answer);
+    }
+    assert_eq!(
+        round_trip(&PeerAnswer::Healthy(vec![]))?,
+        PeerAnswer::NothingHealthy
+    );
+    Ok(())
+}
+
+#[test]
+fn values_are_read_back_sorted_without_duplicates() -> TestResult {
+    let sent = PeerAnswer::Healthy(vec![
+        PeerValue::new("A", "192.0.2.9"),
+        PeerValue::new("A", "192.0.2.1"),
+        PeerValue::new("A", "192.0.2.9"),
+    ]);
+    assert_eq!(
+        round_trip(&sent)?,
+        PeerAnswer::Healthy(vec![
+            PeerValue::new("A", "192.0.2.1"),
+            PeerValue::new("A", "192.0.2.9"),
+        ])
+    );
+    Ok(())
+}
+
+#[test]
+fn answers_carry_the_right_rcode_and_records() -> TestResult {
+    let keys = ring(&[new_key()?])?;
+    let Query { bytes, .. } = Query::new("shop", "api", &keys, NOW)?;
+    let verified = verify_query(&bytes, &keys, NOW)?;
+    for (answer, rcode, count) in [
+        (healthy(), ResponseCode::NoError, 5),
+        (PeerAnswer::NothingHealthy, ResponseCode::NoError, 0),
+        (PeerAnswer::NoSuchGroup, ResponseCode::NXDomain, 0),
+    ] {
+        let message = Message::from_vec(&encode_answer(&verified, &answer, NOW, TCP))?;
+        assert_eq!(message.response_code, rcode);
+        assert_eq!(message.answers.len(), count);
+        assert!(message.authoritative);
+        assert!(message.answers.iter().all(|r| r.ttl == 0
+            && r.record_type() == RecordType::TXT
+            && r.name.to_ascii() == "api.shop.exchange.healthroute.invalid."));
+        let signature = message.signature().ok_or("unsigned answer")?;
+        assert_eq!(signature.name, *new_key()?.name());
+        assert_eq!(signature.data.error, None);
+    }
+    Ok(())
+}
+
+#[test]
+fn queries_are_what_the_protocol_says() -> TestResult {
+    let keys = ring(&[new_key()?])?;
+    let Query { bytes, pending } = Query::new("shop", "api.v2", &keys, NOW)?;
+    let message = Message::from_vec(&bytes)?;
+    assert_eq!(message.op_code, OpCode::Query);
+    assert!(!message.recursion_desired);
+    assert_eq!(message.id, pending.id());
+    assert_eq!(message.queries.len(), 1);
+    assert_eq!(
+        message.queries[0].name().to_ascii(),
+        "api.v2.shop.exchange.healthroute.invalid."
+    );
+    assert_eq!(message.queries[0].query_type(), RecordType::TXT);
+    let tsig = &message.signature().ok_or("unsigned query")?.data;
+    assert_eq!(tsig.fudge, 300);
+    assert_eq!(tsig.time, NOW);
+    assert_eq!(tsig.mac.len(), 32);
+    Ok(())
+}
+
+#[test]
+fn group_names_with_dots_round_trip() -> TestResult {
+    let keys = ring(&[new_key()?])?;
+    let Query { bytes, pending } = Query::new("shop", "api.v2.internal", &keys, NOW)?;
+    let verified = verify_query(&bytes, &keys, NOW)?;
+    assert_eq!(verified.group(), ("shop", "api.v2.internal"));
+    assert_eq!(verified.namespace(), "shop");
+    assert_eq!(verified.name(), "api.v2.internal");
+    let answer = encode_answer(&verified, &healthy(), NOW, TCP);
+    assert_eq!(pending.read_answer(&answer, NOW)?, healthy());
+    Ok(())
+}
+
+#[test]
+fn groups_that_cannot_be_named_fail_at_query_time() -> TestResult {
+    let keys = ring(&[new_key()?])?;
+    let err = Query::new("Shop", "api", &keys, NOW).err();
+    assert!(
+        matches!(err, Some(crate::Error::GroupName { .. })),
+        "{err:?}"
+    );
+    Ok(())
+}
+
+#[test]
+fn unsigned_queries_are_refused_without_records() -> TestResult {
+    let keys = ring(&[new_key()?])?;
+    let bytes = custom_query(
+        "api.shop.exchange.healthroute.invalid.",
+        RecordType::TXT,
+        OpCode::Query,
+        None,
+        NOW,
+    )?;
+    let rejection = verify_query(&bytes, &keys, NOW).err().ok_or("accepted")?;
+    assert_eq!(rejection.label(), "unsigned");
+    assert_eq!(rejection.reason(), &Reason::Unsigned);
+    let response = rejected_response(&rejection)?;
+    assert_eq!(response.response_code, ResponseCode::Refused);
+    assert!(response.signature().is_none());
+    assert_eq!(response.id, 4242);
+    Ok(())
+}
+
+#[test]
+fn unknown_keys_get_notauth_with_an_unsigned_badkey() -> TestResult {
+    let server = ring(&[new_key()?])?;
+    let client = ring(&[key("someone-else.", "a secret of some sixteen bytes")?])?;
+    let Query { bytes, pending } = Query::new("shop", "api", &client, NOW)?;
+    let rejection = verify_query(&bytes, &server, NOW).err().ok_or("accepted")?;
+    assert_eq!(rejection.label(), "bad_key");
+    let response = rejected_response(&rejection)?;
+    assert_eq!(response.response_code, ResponseCode::NotAuth);
+    let tsig = &response.signature().ok_or("no TSIG")?.data;
+    assert_eq!(tsig.error, Some(TsigError::BadKey));
+    assert!(tsig.mac.is_empty(), "BADKEY must be unsigned");
+    let err = pending.read_answer(rejection.response().ok_or("none")?, NOW);
+    assert_eq!(
+        err,
+        Err(ExchangeError::KeyRejected {
+            key: "someone-else.".into()
+        })
+    );
+    let text = err.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(text.contains("BADKEY (the key name someone-else. is not known there)"));
+    Ok(())
+}
+
+#[test]
+fn a_wrong_secret_gets_notauth_with_an_unsigned_badsig() -> TestResult {
+    let server = ring(&[new_key()?])?;
+    let client = ring(&[key("hr-peer-new.", "not the secret the server has!!")?])?;
+    let Query { bytes, pending } = Query::new("shop", "api", &client, NOW)?;
+    let rejection = verify_query(&bytes, &server, NOW).err().ok_or("accepted")?;
+    assert_eq!(rejection.label(), "bad_signature");
+    let response = rejected_response(&rejection)?;
+    assert_eq!(response.response_code, ResponseCode::NotAuth);
+    let tsig = &response.signature().ok_or("no TSIG")?.data;
+    assert_eq!(tsig.error, Some(TsigError::BadSig));
+    assert!(tsig.mac.is_empty(), "BADSIG must be unsigned");
+    assert!(matches!(
+        pending.read_answer(rejection.response().ok_or("none")?, NOW),
+        Err(ExchangeError::SignatureRejected { .. })
+    ));
+    Ok(())
+}
+
+#[test]
+fn times_outside_the_fudge_get_a_signed_badtime_both_ways() -> TestResult {
+    let keys = ring(&[new_key()?])?;
+    for client_now in [NOW - 301, NOW + 301] {
+        let Query { bytes, pending } = Query::new("shop", "api", &keys, client_now)?;
+        let rejection = verify_query(&bytes, &keys, NOW).err().ok_or("accepted")?;
+        assert_eq!(rejection.label(), "bad_time");
+        assert_eq!(
+            rejection.reason(),
+            &Reason::BadTime {
+                key: "hr-peer-new.".into(),
+                signed: client_now,
+                now: NOW
+            }
+        );
+        let response = rejected_response(&rejection)?;
+        assert_eq!(response.response_code, ResponseCode::NotAuth);
+        let tsig = &response.signature().ok_or("no TSIG")?.data;
+        assert_eq!(tsig.error, Some(TsigError::BadTime));
+        assert_eq!(tsig.mac.len(), 32, "BADTIME must be signed");
+        assert_eq!(tsig.time, client_now);
+        assert_eq!(tsig.other, NOW.to_be_bytes()[2..].to_vec());
+        // The client verifies the signature and learns the peer's clock.
+        assert_eq!(
+            pending.read_answer(rejection.response().ok_or("none")?, client_now),
+            Err(ExchangeError::ClockSkew {
+                peer_time: NOW,
+                our_time: client_now,
+                fudge: 300
+            })
+        );
+    }
+    for client_now in [NOW - 300, NOW + 300] {
+        let Query { bytes, .. } = Query::new("shop", "api", &keys, client_now)?;
+        assert!(verify_query(&bytes, &keys, NOW).is_ok());
+    }
+    Ok(())
+}
+
+#[test]
+fn questions_outside_the_exchange_are_refused_unsigned() -> TestResult {
+    let keys = ring(&[new_key()?])?;
+    let key = new_key()?;
+    for (qname, qtype, op_code) in [
+        ("www.example.com.", RecordType::TXT, OpCode::Query),
+        (
+            "api.shop.exchange.healthroute.invalid.",
+            RecordType::A,
+            OpCode::Query,
+        ),
+        (
+            "shop.exchange.healthroute.invalid.",
+            RecordType::TXT,
+            OpCode::Query,
+        ),
+        (
+            "api.shop.exchange.healthroute.invalid.",
+            RecordType::TXT,
+            OpCode::Update,
+        ),
+        (
+            "api.shop.exchange.healthroute.invalid.",
+            RecordType::TXT,
+            OpCode::Notify,
+        ),
+    ] {
+        let bytes = custom_query(qname, qtype, op_code, Some(&key), NOW)?;
+        let rejection = verify_query(&bytes, &keys, NOW).err().ok_or("accepted")?;
+        assert_eq!(
+            rejection.label(),
+            "not_exchange",
+            "{qname} {qtype} {op_code:?}"
+        );
+        let response = rejected_response(&rejection)?;
+        assert_eq!(response.response_code, ResponseCode::Refused);
+        assert_eq!(response.op_code, op_code);
+        assert!(response.signature().is_none());
+    }
+    Ok(())
+}
+
+#[test]
+fn malformed_queries_get_formerr_or_nothing() -> TestResult {
+    let keys = ring(&[new_key()?])?;
+    // Shorter than a header: nothing to answer.
+    let rejection = verify_query(&[1, 2, 3], &keys, NOW)
+        .err()
+        .ok_or("accepted")?;
+    assert_eq!(rejection.label(), "malformed");
+    assert!(rejection.response().is_none());
+    // A header announcing a question that is not there: FORMERR, header only.
+    let header = [0x12, 0x34, 0x00, 0x00, 0, 1, 0, 0, 0, 0, 0, 0];
+    let rejection = verify_query(&header, &keys, NOW).err().ok_or("accepted")?;
+    assert_eq!(rejection.label(), "malformed");
+    let response = rejection.response().ok_or("no response")?;
+    assert_eq!(response.len(), 12);
+    let message = Message::from_vec(response)?;
+    assert_eq!(message.response_code, ResponseCode::FormErr);
+    assert_eq!(message.id, 0x1234);
+    // No question at all: FORMERR.
+    let header = [0x12, 0x34, 0x00, 0x00, 0, 0, 0, 0, 0, 0, 0, 0];
+    let rejection = verify_query(&header, &keys, NOW).err().ok_or("accepted")?;
+    assert_eq!(rejection.label(), "malformed");
+    assert_eq!(
+        Message::from_vec(rejection.response().ok_or("no response")?)?.response_code,
+        ResponseCode::FormErr
+    );
+    // A response is never answered (no loops between servers).
+    let Query { bytes, .. } = Query::new("shop", "api", &keys, NOW)?;
+    let verified = verify_query(&bytes, &keys, NOW)?;
+    let answer = encode_answer(&verified, &healthy(), NOW, TCP);
+    let rejection = verify_query(&answer, &keys, NOW).err().ok_or("accepted")?;
+    assert_eq!(rejection.label(), "malformed");
+    assert!(rejection.into_response().is_none());
+    Ok(())
+}
+
+#[test]
+fn rotation_accepts_old_and_new_and_answers_with_the_key_used() -> TestResult {
+    let server = ring(&[new_key()?, old_key()?])?;
+    for client_key in [old_key()?, new_key()?] {
+        let client = ring(std::slice::from_ref(&client_key))?;
+        let Query { bytes, pending } = Query::new("shop", "api", &client, NOW)?;
+        let verified = verify_query(&bytes, &server, NOW)?;
+        assert_eq!(verified.key().name(), client_key.name());
+        let answer = encode_answer(&verified, &healthy(), NOW, TCP);
+        let signer = Message::from_vec(&answer)?
+            .signature()
+            .map(|s| s.name.clone())
+            .ok_or("unsigned")?;
+        assert_eq!(&signer, client_key.name());
+        assert_eq!(pending.read_answer(&answer, NOW)?, healthy());
+    }
+    Ok(())
+}
+
+#[test]
+fn tampered_answers_fail() -> TestResult {
+    let keys = ring(&[new_key()?])?;
+    let Query { bytes, pending } = Query::new("shop", "api", &keys, NOW)?;
+    let verified = verify_query(&bytes, &keys, NOW)?;
+    let answer = encode_answer(&verified, &healthy(), NOW, TCP);
+    // A changed address: "192.0.2.1" → "192.0.2.9".
+    let at = answer
+        .windows(9)
+        .position(|w| w == b"192.0.2.1")
+        .ok_or("value not found")?;
+    let mut tampered = answer.clone();
+    tampered[at + 8] = b'9';
+    assert_eq!(
+        pending.read_answer(&tampered, NOW),
+        Err(ExchangeError::BadSignature)
+    );
+    // A changed header bit (AA cleared).
+    let mut tampered = answer.clone();
+    tampered[2] &= !0x04;
+    assert_eq!(
+        pending.read_answer(&tampered, NOW),
+        Err(ExchangeError::BadSignature)
+    );
+    // The signature stripped: ARCOUNT less one, the TSIG RR cut off.
+    let message = Message::from_vec(&answer)?;
+    let mut stripped = message.clone();
+    stripped.signature = None;
+    assert_eq!(
+        pending.read_answer(&stripped.to_vec()?, NOW),
+        Err(ExchangeError::Unsigned {
+            rcode: "NOERROR".into()
+        })
+    );
+    Ok(())
+}
+
+#[test]
+fn answers_signed_with_another_key_fail() -> TestResult {
+    let keys = ring(&[new_key()?])?;
+    let Query { bytes, pending } = Query::new("shop", "api", &keys, NOW)?;
+    let verified = verify_query(&bytes, &keys, NOW)?;
+    // Another key name.
+    let answer = encode_answer(&verified.clone().with_key(old_key()?), &healthy(), NOW, TCP);
+    assert!(matches!(
+        pending.read_answer(&answer, NOW),
+        Err(ExchangeError::WrongKey { .. })
+    ));
+    // The same name with another secret.
+    let impostor = key("hr-peer-new.", "an impostor's 32-byte secret....")?;
+    let answer = encode_answer(&verified.with_key(impostor), &healthy(), NOW, TCP);
+    assert_eq!(
+        pending.read_answer(&answer, NOW),
+        Err(ExchangeError::BadSignature)
+    );
+    Ok(())
+}
+
+#[test]
+fn answers_to_another_query_or_old_answers_fail() -> TestResult {
+    let keys = ring(&[new_key()?])?;
+    let first = Query::new("shop", "api", &keys, NOW)?;
+    let mut second = Query::new("shop", "api", &keys, NOW)?;
+    while second.pending.id() == first.pending.id() {
+        second = Query::new("shop", "api", &keys, NOW)?;
+    }
+    let verified = verify_query(&first.bytes, &keys, NOW)?;
+    let answer = encode_answer(&verified, &healthy(), NOW, TCP);
+    assert_eq!(
+        second.pending.read_answer(&answer, NOW),
+        Err(ExchangeError::Mismatch)
+    );
+    // The first query's answer read 301 s later: signed outside the fudge.
+    assert!(matches!(
+        first.pending.read_answer(&answer, NOW + 301),
+        Err(ExchangeError::BadTime { .. })
+    ));
+    // A query is not an answer.
+    assert!(matches!(
+        first.pending.read_answer(&first.bytes, NOW),
+        Err(ExchangeError::Malformed { .. })
+    ));
+    Ok(())
+}
+
+#[test]
+fn large_answers_are_truncated_for_udp_and_whole_for_tcp() -> TestResult {
+    let keys = ring(&[new_key()?])?;
+    let Query { bytes, pending } = Query::new("shop", "api", &keys, NOW)?;
+    let verified = verify_query(&bytes, &keys, NOW)?;
+    assert_eq!(verified.max_udp_payload(), 1232);
+    let mut values: Vec<_> = (0..100)
+        .map(|i| PeerValue::new("AAAA", format!("2001:db8::{i:x}")))
+        .collect();
+    values.sort();
+    let many = PeerAnswer::Healthy(values);
+    let udp = encode_answer(&verified, &many, NOW, verified.max_udp_payload());
+    assert!(udp.len() <= 1232, "{}", udp.len());
+    let message = Message::from_vec(&udp)?;
+    assert!(message.truncation);
+    assert!(message.answers.is_empty());
+    assert!(message.signature().is_some_and(|s| s.data.mac.len() == 32));
+    assert_eq!(
+        pending.read_answer(&udp, NOW),
+        Err(ExchangeError::Truncated)
+    );
+    let tcp = encode_answer(&verified, &many, NOW, TCP);
+    assert_eq!(pending.read_answer(&tcp, NOW)?, many);
+    // Without EDNS the limit is 512.
+    let bare = custom_query(
+        "api.shop.exchange.healthroute.invalid.",
+        RecordType::TXT,
+        OpCode::Query,
+        Some(&new_key()?),
+        NOW,
+    )?;
+    let verified = verify_query(&bare, &keys, NOW)?;
+    assert_eq!(verified.max_udp_payload(), 512);
+    let udp = encode_answer(&verified, &healthy(), NOW, verified.max_udp_payload());
+    assert!(udp.len() <= 512);
+    assert!(Message::from_vec(&udp)?.truncation);
+    Ok(())
+}
+
+#[test]
+fn rejections_read_by_the_client_say_what_happened() -> TestResult {
+    let keys = ring(&[new_key()?])?;
+    let Query { bytes, pending } = Query::new("shop", "api", &keys, NOW)?;
+    // The TSIG cut off: the server refuses it unsigned.
+    let mut message = Message::from_vec(&bytes)?;
+    message.signature = None;
+    let rejection = verify_query(&message.to_vec()?, &keys, NOW)
+        .err()
+        .ok_or("accepted")?;
+    let err = pending.read_answer(rejection.response().ok_or("none")?, NOW);
+    assert_eq!(err, Err(ExchangeError::Refused));
+    // A signed SERVFAIL (a value the server could not encode).
+    let verified = verify_query(&bytes, &keys, NOW)?;
+    let bad = PeerAnswer::Healthy(vec![PeerValue::new("", "x")]);
+    assert_eq!(
+        pending.read_answer(&encode_answer(&verified, &bad, NOW, TCP), NOW),
+        Err(ExchangeError::Rcode {
+            rcode: "SERVFAIL".into()
+        })
+    );
+    Ok(())
+}
+
+#[test]
+fn error_labels_are_distinct() {
+    let errors = [
+        ExchangeError::Malformed {
+            reason: String::new(),
+        },
+        ExchangeError::Mismatch,
+        ExchangeError::Truncated,
+        ExchangeError::Refused,
+        ExchangeError::Unsigned {
+            rcode: String::new(),
+        },
+        ExchangeError::KeyRejected { key: String::new() },
+        ExchangeError::SignatureRejected { key: String::new() },
+        ExchangeError::ClockSkew {
+            peer_time: 0,
+            our_time: 0,
+            fudge: 0,
+        },
+        ExchangeError::PeerTsigError { code: 0 },
+        ExchangeError::WrongKey {
+            expected: String::new(),
+            got: String::new(),
+        },
+        ExchangeError::BadSignature,
+        ExchangeError::BadTime {
+            signed: 0,
+            now: 0,
+            fudge: 0,
+        },
+        ExchangeError::Rcode {
+            rcode: String::new(),
+        },
+        ExchangeError::MalformedAnswer {
+            reason: String::new(),
+        },
+    ];
+    let labels: std::collections::BTreeSet<_> = errors.iter().map(ExchangeError::label).collect();
+    assert_eq!(labels.len(), errors.len());
+}
+
+proptest! {
+    #[test]
+    fn hostile_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
+        let keys = ring(&[new_key().map_err(|e| TestCaseError::fail(e.to_string()))?])
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let _ = verify_query(&bytes, &keys, NOW);
+        let query = Query::new("shop", "api", &keys, NOW).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let _ = query.pending.read_answer(&bytes, NOW);
+    }
+
+    #[test]
+    fn mutated_messages_never_panic(
+        edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..8),
+        cut in any::<usize>(),
+    ) {
+        let fail = |e: &dyn std::fmt::Display| TestCaseError::fail(e.to_string());
+        let keys = ring(&[new_key().map_err(|e| fail(&e))?]).map_err(|e| fail(&e))?;
+        let Query { bytes, pending } = Query::new("shop", "api", &keys, NOW).map_err(|e| fail(&e))?;
+        let verified = verify_query(&bytes, &keys, NOW).map_err(|e| fail(&e))?;
+        let answer = encode_answer(&verified, &healthy(), NOW, TCP);
+        for original in [bytes, answer] {
+            let mut mutated = original.clone();
+            for (at, byte) in &edits {
+                let len = mutated.len();
+                mutated[at % len] = *byte;
+            }
+            mutated.truncate(cut % (original.len() + 1));
+            let _ = verify_query(&mutated, &keys, NOW);
+            let _ = pending.read_answer(&mutated, NOW);
+        }
+    }
+}

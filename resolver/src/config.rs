@@ -23,6 +23,45 @@ pub struct FileConfig {
     pub default_ttl: Option<u32>,
     /// The zone this resolver runs in (`--zone-name`).
     pub zone_name: Option<String>,
+    /// Peer clusters (X1): their exchange listeners and TSIG keys.
+    #[serde(default)]
+    pub peers: Vec<healthroute_checker::peer::PeerConfig>,
+    /// This cluster's exchange listener, which peers ask (X6).
+    pub exchange: Option<ExchangeFileConfig>,
+}
+
+/// `exchange:` in `healthroute.yaml`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ExchangeFileConfig {
+    /// Where peers' checkers ask (`--exchange-listen`).
+    pub listen: SocketAddr,
+}
+
+/// The peers a checker asks and the exchange listener's keys, from the file's `peers` and
+/// `exchange` (the flag wins for the address). Key files are read here, once.
+pub fn peers_and_exchange(
+    file: &FileConfig,
+    flag_listen: Option<SocketAddr>,
+) -> Result<
+    (
+        healthroute_checker::peer::Peers,
+        Option<crate::exchange::ExchangeConfig>,
+    ),
+    Error,
+> {
+    use healthroute_checker::peer::Peers;
+    let peers = Peers::from_config(&file.peers).map_err(Error::Peers)?;
+    let listen = flag_listen.or(file.exchange.as_ref().map(|e| e.listen));
+    let exchange = match (
+        listen,
+        Peers::server_keys(&file.peers).map_err(Error::Peers)?,
+    ) {
+        (Some(listen), Some(keys)) => Some(crate::exchange::ExchangeConfig { listen, keys }),
+        (Some(_), None) => return Err(Error::ExchangeWithoutPeers),
+        (None, _) => None,
+    };
+    Ok((peers, exchange))
 }
 
 impl FileConfig {

@@ -33,6 +33,11 @@ pub enum Error {
     },
     #[error(transparent)]
     Compiler(#[from] healthroute_compiler::Error),
+    /// The peers' configuration (X1): a peer's name, addresses or keys.
+    #[error("peers: {0}")]
+    Peers(#[source] healthroute_checker::Error),
+    #[error("exchange.listen is set, but no peer is configured: the listener would accept no key")]
+    ExchangeWithoutPeers,
     #[error(transparent)]
     Name(#[from] healthroute_table::Error),
     #[error("cannot listen on {what} {addr}: {source}")]

@@ -6,6 +6,7 @@ pub mod cluster;
 pub mod config;
 pub mod counters;
 pub mod error;
+pub mod exchange;
 pub mod fastpath;
 pub mod forward;
 // The fuzz targets' checks: built for this crate's tests and for tests/fuzz (feature

@@ -110,6 +110,10 @@ struct ServeArgs {
     /// In a cluster: do not run health checks from this resolver.
     #[arg(long = "no-checker")]
     no_checker: bool,
+    /// Where peer clusters' checkers ask this cluster (the exchange listener, X6, UDP and
+    /// TCP); also `exchange.listen` in the configuration file. Off unless set.
+    #[arg(long = "exchange-listen", value_name = "ADDR:PORT")]
+    exchange_listen: Option<SocketAddr>,
     /// Seconds to keep answering after a stop signal, with /readyz unready, so that traffic
     /// moves away first (default: 5 in a cluster, 0 in standalone mode).
     #[arg(long = "shutdown-drain", value_name = "SECONDS")]
@@ -202,6 +206,7 @@ fn serve_config(
         upstream_timeout: Duration::from_secs(args.upstream_timeout.max(1)),
         table_file: args.table_file.clone(),
         checker: None,
+        exchange: None,
         // Each UDP socket has its own receive loop (the fast path answers inline), so one
         // socket per core uses every core (bench/dnsperf.sh: on 2 cores, 2 sockets gave 187k
         // QPS where 1 gave 155k).
@@ -237,8 +242,12 @@ async fn serve_standalone(args: ServeArgs, dir: PathBuf) -> Result<(), Error> {
     let (events_tx, events_rx) = mpsc::channel(4096);
     let policy = checker_policy(&args, TargetPolicy::standalone_default());
     // Metric checks (H14) run here too: in standalone mode this process is the whole cluster.
+    let (peers, exchange) =
+        healthroute_resolver::config::peers_and_exchange(&file, args.exchange_listen)?;
+    config.exchange = exchange;
     let mut checker = Checker::new("standalone", config.local_zone.clone(), policy, events_tx)
-        .with_metric_checks(healthroute_checker::metric::file_credentials(dir.clone()));
+        .with_metric_checks(healthroute_checker::metric::file_credentials(dir.clone()))
+        .with_peers(std::sync::Arc::new(peers));
     if let Some(zone) = &config.local_zone {
         tracing::info!(zone, "zone-affinity answers are this zone's (A1)");
     }
@@ -289,6 +298,9 @@ async fn serve_cluster(args: ServeArgs) -> Result<(), Error> {
     let file = FileConfig::default();
     let (zones, default_ttl) = zones_and_ttl(&args.zones, args.default_ttl, &file)?;
     let mut config = serve_config(&args, &file, &zones, default_ttl);
+    let (peers, exchange) =
+        healthroute_resolver::config::peers_and_exchange(&file, args.exchange_listen)?;
+    config.exchange = exchange;
     let client = kube::Client::try_default()
         .await
         .map_err(Error::NoClientForResolver)?;
@@ -310,7 +322,8 @@ async fn serve_cluster(args: ServeArgs) -> Result<(), Error> {
             args.zone_name.clone(),
             policy,
             events_tx,
-        );
+        )
+        .with_peers(std::sync::Arc::new(peers));
         c.start_heartbeat(Duration::from_secs(1));
         config.checker = Some(c.collector());
         checker = Some((c, events_rx));
@@ -354,6 +367,9 @@ async fn start(
     let running = server::start(config, tables).await?;
     for addr in &running.dns_addrs {
         tracing::info!(%addr, "answering DNS (UDP and TCP)");
+    }
+    if let Some(addr) = running.exchange_addr {
+        tracing::info!(%addr, "answering peer clusters' exchange queries (UDP and TCP)");
     }
     if let Some(addr) = running.admin_addr {
         tracing::info!(%addr, "admin endpoint: /metrics /livez /readyz");

@@ -47,6 +47,8 @@ pub struct ServeConfig {
     pub local_zone: Option<String>,
     /// An in-process checker whose metrics the admin endpoint exports.
     pub checker: Option<CheckerCollector>,
+    /// The exchange listener peer clusters ask (X6); none without peers.
+    pub exchange: Option<crate::exchange::ExchangeConfig>,
 }
 
 /// A running resolver.
@@ -54,6 +56,8 @@ pub struct Running {
     pub shared: Arc<Shared>,
     pub dns_addrs: Vec<SocketAddr>,
     pub admin_addr: Option<SocketAddr>,
+    /// Where the exchange listener answers peers (X6), when there is one.
+    pub exchange_addr: Option<SocketAddr>,
     server: Server<DnsHandler>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     udp_threads: Vec<std::thread::JoinHandle<()>>,
@@ -205,6 +209,17 @@ pub async fn start(
     }
 
     let mut tasks = Vec::new();
+    // The exchange listener reads the same tables the serving table is built from (X6).
+    let exchange_metrics = Arc::new(crate::exchange::ExchangeMetrics::default());
+    let exchange_addr = match config.exchange {
+        Some(exchange) => {
+            let (addr, exchange_tasks) =
+                crate::exchange::start(exchange, tables.clone(), exchange_metrics.clone()).await?;
+            tasks.extend(exchange_tasks);
+            Some(addr)
+        }
+        None => None,
+    };
     // The table task: every new table becomes the serving snapshot.
     {
         let shared = shared.clone();
@@ -268,6 +283,11 @@ pub async fn start(
             if let Some(checker) = config.checker {
                 registry.register_collector(Box::new(checker));
             }
+            if exchange_addr.is_some() {
+                registry.register_collector(Box::new(crate::exchange::ExchangeCollector(
+                    exchange_metrics,
+                )));
+            }
             let admin = Admin {
                 registry,
                 readiness: shared.clone(),
@@ -284,6 +304,7 @@ pub async fn start(
         shared,
         dns_addrs,
         admin_addr,
+        exchange_addr,
         server,
         tasks,
         udp_threads,
@@ -446,6 +467,7 @@ mod tests {
             udp_cpu_affinity: Affinity::Off,
             local_zone: None,
             checker: None,
+            exchange: None,
         };
         let running = start(config, tables).await.expect("starts");
         for _ in 0..200 {

@@ -12,6 +12,9 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// A peer cluster's configuration (X1).
+    #[error("peer {peer}: {why}")]
+    PeerConfig { peer: String, why: String },
     // Reaching the target (probes and Prometheus alike).
     #[error("cannot resolve {host}: {source}")]
     Resolve {

@@ -15,6 +15,7 @@ mod error;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
 pub mod metric;
+pub mod peer;
 pub mod policy;
 pub mod probe;
 
@@ -109,6 +110,8 @@ pub struct CheckerMetrics {
     /// Per check: (healthy, unhealthy, rejected) probes and view flips. One entry per check;
     /// touched once per probe, never on the DNS path.
     pub by_check: Mutex<std::collections::BTreeMap<ObjectKey, [u64; 4]>>,
+    /// Peer checks' exchanges, per peer (X9).
+    pub peers: peer::PeerMetrics,
 }
 
 impl Default for CheckerMetrics {
@@ -120,6 +123,7 @@ impl Default for CheckerMetrics {
             flips: AtomicU64::new(0),
             latency: AtomicHistogram::new(LATENCY_BOUNDS_US),
             by_check: Mutex::default(),
+            peers: peer::PeerMetrics::default(),
         }
     }
 }
@@ -190,7 +194,31 @@ impl Collector for CheckerCollector {
             by_check.iter().map(|(check, counts)| {
                 ([("checker", checker), ("check", check.as_str())], counts[3])
             }),
-        )
+        )?;
+        m.peers.with(|by_peer| {
+            out.counters(
+                "healthroute_peer_exchanges_total",
+                "Exchanges with a peer cluster's listeners (one per peer check observation), by result.",
+                by_peer.iter().flat_map(|(peer, counts)| {
+                    counts.results.iter().map(move |(result, n)| {
+                        (
+                            [("checker", checker), ("peer", peer.as_str()), ("result", result)],
+                            *n,
+                        )
+                    })
+                }),
+            )?;
+            out.histograms(
+                "healthroute_peer_exchange_seconds",
+                "How long an exchange with a peer cluster took, whatever its result.",
+                by_peer.iter().map(|(peer, counts)| {
+                    (
+                        [("checker", checker), ("peer", peer.as_str())],
+                        counts.latency.snapshot(),
+                    )
+                }),
+            )
+        })
     }
 }
 
@@ -229,7 +257,9 @@ enum Runs {
 impl Runs {
     fn runs(&self, spec: &HealthCheckSpec) -> bool {
         let metric = spec.check_type == CheckType::Metric && spec.metric.is_some();
-        let probe = ProbeSpec::from_check(spec).is_some();
+        // Peer checks are asked by every checker that probes (X4).
+        let probe = ProbeSpec::from_check(spec).is_some()
+            || (spec.check_type == CheckType::Peer && spec.peer.is_some());
         match self {
             Runs::Probes => probe,
             Runs::ProbesAndMetrics(_) => probe || metric,
@@ -255,6 +285,9 @@ pub struct Checker {
     limits: TargetLimits,
     pub metrics: Arc<CheckerMetrics>,
     heartbeat: Option<JoinHandle<()>>,
+    /// The peer clusters Peer checks ask (X1); none configured: every Peer check is
+    /// unhealthy and says so.
+    peers: peer::SharedPeers,
 }
 
 impl Checker {
@@ -274,7 +307,14 @@ impl Checker {
             limits: Default::default(),
             metrics: Default::default(),
             heartbeat: None,
+            peers: Default::default(),
         }
+    }
+
+    /// Asks these peer clusters for Peer checks (X4).
+    pub fn with_peers(mut self, peers: peer::SharedPeers) -> Self {
+        self.peers = peers;
+        self
     }
 
     /// Runs Metric checks too, with their credentials from `source` (standalone mode).
@@ -374,6 +414,7 @@ impl Checker {
             limits: self.limits.clone(),
             metrics: self.metrics.clone(),
             credentials: self.runs.credentials().cloned(),
+            peers: self.peers.clone(),
         };
         tokio::spawn(ctx.run().instrument(span))
     }
@@ -400,6 +441,7 @@ struct CheckTask {
     limits: TargetLimits,
     metrics: Arc<CheckerMetrics>,
     credentials: Option<CredentialSource>,
+    peers: peer::SharedPeers,
 }
 
 impl CheckTask {
@@ -414,6 +456,9 @@ impl CheckTask {
     }
 
     async fn run(self) {
+        if let Some(target) = self.spec.peer.clone() {
+            return self.run_peer(target).await;
+        }
         if let (Some(metric), Some(credentials)) =
             (self.spec.metric.clone(), self.credentials.clone())
         {
@@ -575,6 +620,85 @@ impl CheckTask {
                     healthy,
                     message: Some(message),
                     values: Vec::new(),
+                };
+                let event = CheckerEvent::View {
+                    check: self.key.clone(),
+                    view,
+                };
+                if self.events.send(event).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+impl CheckTask {
+    /// A Peer check (X4, X5): one exchange per interval, thresholded like a probe (H5). The
+    /// view carries the values last heard, kept while the peer fails (for a last resort, X3),
+    /// and is reported whenever its health, its values or the kind of failure change.
+    async fn run_peer(self, target: healthroute_api::PeerTarget) {
+        let interval = Duration::from_secs(u64::from(self.spec.request_interval_seconds.max(1)));
+        let timeout = Duration::from_secs(u64::from(self.spec.response_timeout_seconds.max(1)));
+        let mut state = Threshold::new(self.spec.failure_threshold);
+        let mut values: Vec<String> = Vec::new();
+        let mut reported: Option<(bool, Vec<String>, &'static str)> = None;
+        let mut next = tokio::time::Instant::now() + phase(&self.key, interval);
+        loop {
+            tokio::time::sleep_until(next).await;
+            next += interval;
+            let now = tokio::time::Instant::now();
+            if next < now {
+                next = now + interval;
+            }
+            let obs = match (self.peers.get(&target.cluster), target.group()) {
+                (Some(p), Some((namespace, name))) => {
+                    let (obs, took) = peer::observe_timed(p, namespace, name, timeout).await;
+                    self.metrics.peers.record(&p.name, obs.result, took);
+                    self.metrics.latency.record(1, took);
+                    obs
+                }
+                (None, _) => peer::PeerObservation {
+                    values: Vec::new(),
+                    healthy: false,
+                    message: format!(
+                        "peer cluster {} is not configured on this checker",
+                        target.cluster
+                    ),
+                    result: "not_configured",
+                },
+                (_, None) => peer::PeerObservation {
+                    values: Vec::new(),
+                    healthy: false,
+                    message: format!("{:?} is not namespace/name", target.record_group),
+                    result: "not_configured",
+                },
+            };
+            let (counter, slot) = if obs.healthy {
+                (&self.metrics.probes_healthy, 0)
+            } else {
+                (&self.metrics.probes_unhealthy, 1)
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
+            self.bump(slot);
+            if state.observe(obs.healthy) {
+                self.metrics.flips.fetch_add(1, Ordering::Relaxed);
+                self.bump(3);
+            }
+            if obs.healthy {
+                values = obs.values;
+            }
+            let healthy = state.healthy();
+            let now_reported = (healthy, values.clone(), obs.result);
+            if reported.as_ref() != Some(&now_reported) {
+                tracing::info!(check = %self.key, healthy, peer = %target.cluster, result = obs.result, "{}", obs.message);
+                reported = Some(now_reported);
+                let view = CheckerView {
+                    checker: self.checker.clone(),
+                    zone: self.zone.clone(),
+                    healthy,
+                    message: Some(obs.message),
+                    values: values.clone(),
                 };
                 let event = CheckerEvent::View {
                     check: self.key.clone(),

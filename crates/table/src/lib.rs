@@ -466,6 +466,52 @@ pub struct RoutingTable<V = Value> {
     pub groups: BTreeMap<GroupKey, Arc<CompiledGroup<V>>>,
 }
 
+impl<V: PartialEq> RoutingTable<V> {
+    /// Every value a query of `group` can be answered with now: its candidates' values, alias
+    /// targets followed (at most [`MAX_ALIAS_DEPTH`] deep), each once, in selection order.
+    /// What a peer is told a group answers (SEMANTICS X2); the caller leaves out a group in
+    /// its last resort.
+    pub fn candidate_values<'a>(&'a self, group: &'a CompiledGroup<V>) -> Vec<&'a V> {
+        let mut out: Vec<&V> = Vec::new();
+        self.collect_values(group, 0, &mut out);
+        out
+    }
+
+    fn collect_values<'a>(
+        &'a self,
+        group: &'a CompiledGroup<V>,
+        depth: usize,
+        out: &mut Vec<&'a V>,
+    ) {
+        if depth >= MAX_ALIAS_DEPTH {
+            return;
+        }
+        let add = |v: &'a V, out: &mut Vec<&'a V>| {
+            if !out.contains(&v) {
+                out.push(v);
+            }
+        };
+        let answers: &[Answer<V>] = match &group.selection {
+            Selection::Fixed(answer) => std::slice::from_ref(answer),
+            Selection::Weighted { answers, .. } => answers,
+            Selection::MultiValue { pool, .. } => {
+                pool.iter().for_each(|v| add(v, out));
+                return;
+            }
+        };
+        for answer in answers {
+            match &answer.target {
+                Target::Values(values) => values.iter().for_each(|v| add(v, out)),
+                Target::Alias(key) => {
+                    if let Some(target) = self.groups.get(key) {
+                        self.collect_values(target, depth + 1, out);
+                    }
+                }
+            }
+        }
+    }
+}
+
 impl<V> Default for RoutingTable<V> {
     fn default() -> Self {
         RoutingTable {
@@ -788,6 +834,41 @@ mod tests {
         );
         let old: CompiledGroup<Value> = serde_json::from_str(&old).expect("parses");
         assert!(old.zone_affinity.is_none());
+    }
+
+    // SEM-X2: what a peer is told: every candidate's values, aliases followed, each once.
+    #[test]
+    fn candidate_values_follow_aliases() {
+        let mut table = RoutingTable::<u32>::default();
+        let target = CompiledGroup {
+            key: "ns/t".into(),
+            ..mk_group(Selection::MultiValue {
+                set_identifiers: vec!["m".into()],
+                pool: vec![7, 8],
+                owners: Vec::new(),
+            })
+        };
+        table.groups.insert("ns/t".into(), Arc::new(target));
+        let outer = mk_group(
+            Selection::weighted(vec![
+                (3, mk_answer("a", &[1, 2])),
+                (1, mk_answer("b", &[2, 3])),
+                (
+                    1,
+                    Answer {
+                        set_identifier: "c".into(),
+                        target: Target::Alias("ns/t".into()),
+                    },
+                ),
+            ])
+            .expect("weights"),
+        );
+        let values: Vec<u32> = table
+            .candidate_values(&outer)
+            .into_iter()
+            .copied()
+            .collect();
+        assert_eq!(values, [1, 2, 3, 7, 8]);
     }
 
     fn mk_answer_value(id: &str, ip: u8) -> Answer<Value> {

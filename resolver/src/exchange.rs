@@ -1,0 +1,320 @@
+//! The exchange listener (SEMANTICS X6, X7): peer clusters' checkers ask, over TSIG-signed
+//! DNS, what a RecordGroup answers as healthy here. It answers nothing else, on its own
+//! address, so exchange names never reach the public DNS port's answers.
+//!
+//! ```text
+//!   UDP datagram / TCP message ──▶ verify_query (key, MAC, time: RFC 8945 5.2)
+//!        rejected ──▶ its error response (REFUSED, NOTAUTH + BADKEY/BADSIG/BADTIME), counted
+//!        verified ──▶ the current table: the group's candidates' values (never its last
+//!                     resort) ──▶ encode_answer, signed with the query's key, counted
+//! ```
+//!
+//! The table is the one the resolver serves (the same `watch` the serving table is built
+//! from), so a peer hears exactly what this cluster answers. Exchange traffic is small (one
+//! query per peer check, checker and interval), so the listener is a plain tokio loop.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use healthroute_admin::metrics::{Collector, DescriptorEncoder, Exposition};
+use healthroute_exchange::{
+    KeyRing, MAX_MESSAGE_SIZE, PeerAnswer, PeerValue, encode_answer, verify_query,
+};
+use healthroute_table::{RoutingTable, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::sync::watch;
+
+use crate::error::Error;
+
+/// How long a TCP connection may stay idle between two messages.
+const TCP_IDLE: Duration = Duration::from_secs(10);
+/// TCP connections served at once; more wait in the kernel's backlog.
+const TCP_CONNECTIONS: usize = 64;
+
+/// The listener's configuration: where, and which keys it accepts (every peer's, X1).
+#[derive(Debug, Clone)]
+pub struct ExchangeConfig {
+    pub listen: SocketAddr,
+    pub keys: KeyRing,
+}
+
+/// Exchange queries by outcome (X7: rejections are counted), exported as
+/// `healthroute_exchange_queries_total{result}`.
+#[derive(Debug, Default)]
+pub struct ExchangeMetrics {
+    by_result: Mutex<BTreeMap<&'static str, u64>>,
+    answered: AtomicU64,
+}
+
+impl ExchangeMetrics {
+    fn count(&self, result: &'static str) {
+        if result == "answered" {
+            self.answered.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        *self
+            .by_result
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(result)
+            .or_default() += 1;
+    }
+}
+
+/// The exchange's metrics in the admin registry.
+#[derive(Debug, Clone)]
+pub struct ExchangeCollector(pub Arc<ExchangeMetrics>);
+
+impl Collector for ExchangeCollector {
+    fn encode(&self, encoder: DescriptorEncoder) -> std::fmt::Result {
+        let m = &*self.0;
+        let mut samples: Vec<(&'static str, u64)> =
+            vec![("answered", m.answered.load(Ordering::Relaxed))];
+        samples.extend(
+            m.by_result
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .map(|(k, v)| (*k, *v)),
+        );
+        Exposition::new(encoder).counters(
+            "healthroute_exchange_queries_total",
+            "Exchange queries from peer clusters, by result: answered, or why refused (unsigned, bad_key, bad_signature, bad_time, malformed, not_exchange).",
+            samples.into_iter().map(|(result, n)| ([("result", result)], n)),
+        )
+    }
+}
+
+/// What this cluster tells a peer about `namespace/name` (X2): the group's candidates'
+/// values, unless it is in its last resort or gone.
+pub fn peer_answer(table: Option<&RoutingTable<Value>>, namespace: &str, name: &str) -> PeerAnswer {
+    let Some(table) = table else {
+        // No table yet (a resolver still serving its disk copy): nothing to vouch for.
+        return PeerAnswer::NothingHealthy;
+    };
+    let key = format!("{namespace}/{name}");
+    let Some(group) = table.groups.get(key.as_str()) else {
+        return PeerAnswer::NoSuchGroup;
+    };
+    if group.last_resort {
+        return PeerAnswer::NothingHealthy;
+    }
+    let values: Vec<PeerValue> = table
+        .candidate_values(group)
+        .into_iter()
+        .map(|v| PeerValue::new(v.record_type().as_str(), presentation(v)))
+        .collect();
+    if values.is_empty() {
+        PeerAnswer::NothingHealthy
+    } else {
+        PeerAnswer::Healthy(values)
+    }
+}
+
+/// A value as a RecordGroup writes it, which `Value::parse` reads back.
+fn presentation(v: &Value) -> String {
+    match v {
+        Value::Txt(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// The reply to one exchange message, if any; `max` is the largest reply the transport takes.
+fn reply(
+    bytes: &[u8],
+    keys: &KeyRing,
+    tables: &watch::Receiver<Option<Arc<RoutingTable<Value>>>>,
+    metrics: &ExchangeMetrics,
+    udp: bool,
+) -> Option<Vec<u8>> {
+    let now = unix_now();
+    match verify_query(bytes, keys, now) {
+        Err(rejection) => {
+            metrics.count(rejection.label());
+            tracing::debug!(%rejection, "exchange query refused");
+            rejection.into_response()
+        }
+        Ok(query) => {
+            metrics.count("answered");
+            let table = tables.borrow().clone();
+            let (namespace, name) = query.group();
+            let answer = peer_answer(table.as_deref(), namespace, name);
+            let max = if udp {
+                query.max_udp_payload()
+            } else {
+                MAX_MESSAGE_SIZE
+            };
+            Some(encode_answer(&query, &answer, now, max))
+        }
+    }
+}
+
+/// Binds the listener (UDP and TCP on one address) and serves until the tasks are aborted.
+pub async fn start(
+    config: ExchangeConfig,
+    tables: watch::Receiver<Option<Arc<RoutingTable<Value>>>>,
+    metrics: Arc<ExchangeMetrics>,
+) -> Result<(SocketAddr, Vec<tokio::task::JoinHandle<()>>), Error> {
+    let listen = |what: &'static str| {
+        move |source| Error::Listen {
+            what,
+            addr: config.listen,
+            source,
+        }
+    };
+    let udp = UdpSocket::bind(config.listen)
+        .await
+        .map_err(listen("exchange UDP"))?;
+    let bound = udp.local_addr()?;
+    let tcp = TcpListener::bind(bound)
+        .await
+        .map_err(listen("exchange TCP"))?;
+    let keys = Arc::new(config.keys);
+    let udp_task = {
+        let (keys, tables, metrics) = (keys.clone(), tables.clone(), metrics.clone());
+        let span = tracing::info_span!("exchange_udp", addr = %bound);
+        tokio::spawn(tracing::Instrument::instrument(
+            async move {
+                let mut buf = vec![0u8; 65_535];
+                loop {
+                    let (n, from) = match udp.recv_from(&mut buf).await {
+                        Ok(got) => got,
+                        Err(e) => {
+                            tracing::debug!(error = %e, "exchange UDP receive failed");
+                            continue;
+                        }
+                    };
+                    if let Some(out) = reply(&buf[..n], &keys, &tables, &metrics, true)
+                        && let Err(e) = udp.send_to(&out, from).await
+                    {
+                        tracing::debug!(error = %e, %from, "exchange UDP send failed");
+                    }
+                }
+            },
+            span,
+        ))
+    };
+    let tcp_span = tracing::info_span!("exchange_tcp", addr = %bound);
+    let tcp_task = tokio::spawn(tracing::Instrument::instrument(
+        async move {
+            let slots = Arc::new(tokio::sync::Semaphore::new(TCP_CONNECTIONS));
+            loop {
+                let Ok(permit) = slots.clone().acquire_owned().await else {
+                    return;
+                };
+                let (stream, from) = match tcp.accept().await {
+                    Ok(got) => got,
+                    Err(e) => {
+                        tracing::debug!(error = %e, "exchange TCP accept failed");
+                        continue;
+                    }
+                };
+                let (keys, tables, metrics) = (keys.clone(), tables.clone(), metrics.clone());
+                tokio::spawn(async move {
+                    if let Err(e) = serve_tcp(stream, &keys, &tables, &metrics).await {
+                        tracing::debug!(error = %e, %from, "exchange TCP connection ended");
+                    }
+                    drop(permit);
+                });
+            }
+        },
+        tcp_span,
+    ));
+    Ok((bound, vec![udp_task, tcp_task]))
+}
+
+/// Length-prefixed messages (RFC 1035 4.2.2) until the client closes or idles.
+async fn serve_tcp(
+    mut stream: TcpStream,
+    keys: &KeyRing,
+    tables: &watch::Receiver<Option<Arc<RoutingTable<Value>>>>,
+    metrics: &ExchangeMetrics,
+) -> std::io::Result<()> {
+    loop {
+        let len = match tokio::time::timeout(TCP_IDLE, stream.read_u16()).await {
+            Ok(Ok(len)) => usize::from(len),
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Ok(()),
+        };
+        let mut message = vec![0u8; len];
+        tokio::time::timeout(TCP_IDLE, stream.read_exact(&mut message))
+            .await
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "idle"))??;
+        let Some(out) = reply(&message, keys, tables, metrics, false) else {
+            return Ok(());
+        };
+        let Ok(n) = u16::try_from(out.len()) else {
+            return Ok(());
+        };
+        let mut framed = Vec::with_capacity(out.len() + 2);
+        framed.extend_from_slice(&n.to_be_bytes());
+        framed.extend_from_slice(&out);
+        stream.write_all(&framed).await?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use healthroute_table::{Answer, CompiledGroup, RecordType, Selection, Target};
+    use std::net::Ipv4Addr;
+
+    fn group(key: &str, last_resort: bool, ips: &[u8]) -> Arc<CompiledGroup<Value>> {
+        Arc::new(CompiledGroup {
+            key: key.into(),
+            name: "api.example.com.".into(),
+            record_type: RecordType::A,
+            ttl: 60,
+            last_resort,
+            zone_affinity: None,
+            selection: Selection::Fixed(Answer {
+                set_identifier: "a".into(),
+                target: Target::Values(
+                    ips.iter()
+                        .map(|i| Value::A(Ipv4Addr::new(192, 0, 2, *i)))
+                        .collect(),
+                ),
+            }),
+        })
+    }
+
+    // SEM-X2: a peer hears the group's candidates, never its last resort; a missing group is
+    // NXDOMAIN.
+    #[test]
+    fn a_peer_hears_candidates_not_the_last_resort() {
+        let mut table = RoutingTable::default();
+        table
+            .groups
+            .insert("shop/api".into(), group("shop/api", false, &[1, 2]));
+        table
+            .groups
+            .insert("shop/down".into(), group("shop/down", true, &[3]));
+        assert_eq!(
+            peer_answer(Some(&table), "shop", "api"),
+            PeerAnswer::Healthy(vec![
+                PeerValue::new("A", "192.0.2.1"),
+                PeerValue::new("A", "192.0.2.2")
+            ])
+        );
+        assert_eq!(
+            peer_answer(Some(&table), "shop", "down"),
+            PeerAnswer::NothingHealthy
+        );
+        assert_eq!(
+            peer_answer(Some(&table), "shop", "gone"),
+            PeerAnswer::NoSuchGroup
+        );
+        assert_eq!(peer_answer(None, "shop", "api"), PeerAnswer::NothingHealthy);
+    }
+}

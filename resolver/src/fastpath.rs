@@ -5,17 +5,21 @@
 //!   datagram ─▶ parse header, one question (class IN), optional plain OPT
 //!        ─▶ ServingTable::lookup (the one lookup, D8; counted once, M1)
 //!        ─▶ header + question (copied as asked, D3) + the chain's RRs (owners: pointers to the
-//!           question, then to each CNAME target) [+ SOA] [+ OPT]; a reply over the client's
-//!           limit keeps whole RRsets only and sets TC (D4)
-//!   anything else (other opcodes, several questions, EDNS options we do not speak, names
-//!   outside the zones, malformed): Fallback ─▶ hickory handler, with nothing picked or counted
+//!           question, then to each CNAME target) [+ SOA] [+ glue, D12] [+ our own OPT, D10];
+//!           a reply over the client's limit keeps whole RRsets only and sets TC (D4)
+//!   anything else (other opcodes, several questions, an EDNS version above 0, names outside
+//!   the zones, malformed): Fallback ─▶ hickory handler, with nothing picked or counted
 //! ```
+//!
+//! The header and OPT checks of D10 and D11 cost the fast path nothing: what they answer
+//! (BADVERS, NOTIMP, FORMERR for two OPTs) is what it already declined, and the reply's
+//! header and OPT are written from constants and the question's RD and CD bits.
 //!
 //! Every answer it gives is one the hickory path gives (the e2e DNS tests run both).
 
 use crate::counters::Tally;
 use crate::serving::{ApexRecords, Outcome, ServedZone, ServingTable};
-use crate::wire::{MAX_UDP_PAYLOAD, TYPE_CNAME, TYPE_OPT};
+use crate::wire::{MAX_UDP_PAYLOAD, TYPE_AXFR, TYPE_CNAME, TYPE_IXFR, TYPE_OPT};
 
 /// The result of [`answer`].
 pub enum Fast {
@@ -82,10 +86,12 @@ pub fn parse<'r>(req: &'r [u8], lower: &mut [u8; 256]) -> Option<Question<'r>> {
     }
     let (qtype, qclass) = (u16_at(req, i)?, u16_at(req, i + 2)?);
     let question_end = i + 4;
-    if qclass != 1 || qtype == TYPE_OPT {
+    // Zone transfers are the handler's (REFUSED).
+    if qclass != 1 || qtype == TYPE_OPT || qtype == TYPE_AXFR || qtype == TYPE_IXFR {
         return None;
     }
-    // An optional OPT: root owner, version 0, no extended rcode; options are ignored.
+    // An optional OPT: root owner, version 0, no extended rcode; its flags (DO) and options
+    // are ignored, never echoed (D10). A version above 0 is the handler's (BADVERS).
     let mut limit = 512;
     let mut edns = false;
     if ar == 1 {
@@ -157,19 +163,18 @@ pub fn write_reply(
     let flags = u16::from_be_bytes([q.id_flags[2], q.id_flags[3]]);
     out.clear();
     out.extend_from_slice(&q.id_flags[..2]);
-    // QR, AA; RD and CD copied; RA, AD, TC clear.
+    // QR, AA; RD and CD copied; RA, Z, AD, TC clear (D11).
     let rflags: u16 = 0x8000 | 0x0400 | (flags & 0x0100) | (flags & 0x0010) | u16::from(rcode);
     out.extend_from_slice(&rflags.to_be_bytes());
     out.extend_from_slice(&1u16.to_be_bytes());
-    out.extend_from_slice(&[0, 0, 0, 0]); // AN, NS: set below
-    out.extend_from_slice(&u16::from(q.edns).to_be_bytes());
+    out.extend_from_slice(&[0, 0, 0, 0, 0, 0]); // AN, NS, AR: set below
     out.extend_from_slice(q.section);
     let budget = q.limit - if q.edns { 11 } else { 0 };
     let mut owner = NameAt {
         offset: HEADER,
         len: q.name_len,
     };
-    let (mut ancount, mut nscount, mut truncated) = (0u16, 0u16, false);
+    let (mut ancount, mut nscount, mut arcount, mut truncated) = (0u16, 0u16, 0u16, false);
     match outcome {
         Outcome::Answer { chain, .. } => {
             for step in chain.iter() {
@@ -200,10 +205,33 @@ pub fn write_reply(
                         None
                     })
                 }
-                ApexRecords::Ns => write_rrset(out, owner, budget, |emit| {
-                    z.ns.iter().for_each(|rr| emit(rr))
-                })
-                .map(|(n, _)| n),
+                ApexRecords::Ns => {
+                    let start = out.len();
+                    let written = write_rrset(out, owner, budget, |emit| {
+                        z.ns.iter().for_each(|rr| emit(rr))
+                    })
+                    .map(|(n, _)| n);
+                    if written.is_some() {
+                        // D12: the in-zone nameservers' addresses, owned by the NS names
+                        // just written; a set that does not fit truncates, as any (D4).
+                        for glue in z.glue.iter() {
+                            let name = NameAt {
+                                offset: start + glue.name_at,
+                                len: z.ns[glue.ns].len() - 10,
+                            };
+                            match write_rrset(out, name, budget, |emit| {
+                                glue.rrs.iter().for_each(|rr| emit(rr))
+                            }) {
+                                Some((n, _)) => arcount += n,
+                                None => {
+                                    truncated = true;
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                    written
+                }
                 ApexRecords::Any => {
                     write_rrset(out, owner, budget, |emit| emit(&z.any)).map(|(n, _)| n)
                 }
@@ -226,15 +254,18 @@ pub fn write_reply(
         }
     }
     if q.edns {
+        // Our own OPT (D10): our payload size, version 0, no flags (DO clear), no options.
         out.extend_from_slice(&[0, 0, 41]);
         out.extend_from_slice(&(MAX_UDP as u16).to_be_bytes());
         out.extend_from_slice(&[0, 0, 0, 0, 0, 0]);
+        arcount += 1;
     }
     if truncated {
         out[2] |= 0x02; // TC
     }
     out[6..8].copy_from_slice(&ancount.to_be_bytes());
     out[8..10].copy_from_slice(&nscount.to_be_bytes());
+    out[10..12].copy_from_slice(&arcount.to_be_bytes());
     rcode
 }
 
@@ -368,6 +399,7 @@ mod tests {
                 apex: "example.com.".into(),
                 nameservers: vec![],
                 default_ttl: 45,
+                ..ZoneConfig::default()
             }],
             None,
             counters,
@@ -490,6 +522,7 @@ mod tests {
                 apex: "example.com.".into(),
                 nameservers: vec!["ns1.provider.net.".into(), "ns2.provider.net.".into()],
                 default_ttl: 60,
+                ..ZoneConfig::default()
             }],
             None,
             &AnswerCounters::default(),
@@ -589,6 +622,7 @@ mod tests {
                     apex: "example.com.".into(),
                     nameservers: vec![],
                     default_ttl: 45,
+                    ..ZoneConfig::default()
                 }],
                 None,
                 &counters,

@@ -343,3 +343,180 @@ fn name_field(entry: &ZoneEntry) -> &'static str {
 fn normalize(raw: &str) -> Result<String, String> {
     healthroute_table::normalize_name(raw).map_err(|e| e.to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `text` as the file `--config` names.
+    fn read(text: &str) -> Result<FileConfig, Error> {
+        let path = std::env::temp_dir().join(format!(
+            "healthroute-config-{}-{}.yaml",
+            std::process::id(),
+            fastrand::u64(..)
+        ));
+        std::fs::write(&path, text).expect("write");
+        let read = FileConfig::read(&path);
+        let _ = std::fs::remove_file(&path);
+        read
+    }
+
+    /// The zones as the resolver would serve them.
+    fn served(text: &str, flag_zones: &[&str], flag_ns: &[&str]) -> Result<Vec<ZoneConfig>, Error> {
+        let file = read(text)?;
+        let flag_zones: Vec<String> = flag_zones.iter().map(|z| z.to_string()).collect();
+        let flag_ns: Vec<String> = flag_ns.iter().map(|z| z.to_string()).collect();
+        let (zones, ttl) = zones_and_ttl(&flag_zones, None, &file)?;
+        zone_configs(&zones, &flag_ns, ttl, &file, Path::new("healthroute.yaml"))
+    }
+
+    const TWO_ZONES: &str = r#"
+zones:
+  - Example.com
+  - name: shop.example.org
+    nameservers:
+      - {name: NS1.shop.example.org, addresses: [192.0.2.53, "2001:db8::53", 192.0.2.53]}
+      - {name: ns.provider.net.}
+    soa: {rname: dns.shop.example.org.}
+defaultTtl: 30
+"#;
+
+    // SEM-D12: a zone is a name (as before) or an object with its nameservers, their
+    // addresses and the SOA's names; names are normalised, repeated addresses kept once.
+    #[test]
+    fn zones_are_names_or_objects() {
+        let zones = served(TWO_ZONES, &[], &[]).expect("valid");
+        let shop = zones
+            .iter()
+            .find(|z| z.apex == "shop.example.org.")
+            .expect("shop");
+        assert_eq!(
+            shop.nameservers,
+            [
+                NameServer {
+                    name: "ns1.shop.example.org.".into(),
+                    addresses: vec![
+                        [192, 0, 2, 53].into(),
+                        "2001:db8::53".parse().expect("an address")
+                    ],
+                },
+                NameServer::from("ns.provider.net."),
+            ]
+        );
+        assert_eq!(shop.mname, None, "the first nameserver, at build");
+        assert_eq!(shop.rname.as_deref(), Some("dns.shop.example.org."));
+        assert_eq!(shop.default_ttl, 30);
+        let plain = zones
+            .iter()
+            .find(|z| z.apex == "example.com.")
+            .expect("example.com");
+        assert_eq!(
+            *plain,
+            ZoneConfig {
+                apex: "example.com.".into(),
+                default_ttl: 30,
+                ..ZoneConfig::default()
+            },
+            "no nameserver: ns.<zone> at build, as before"
+        );
+    }
+
+    // SEM-D12: flags win: `--zone` flags choose the zones (a zone the file describes keeps its
+    // nameservers), `--nameserver` flags name every zone's nameservers, without addresses.
+    #[test]
+    fn flags_win_over_the_file() {
+        let zones = served(TWO_ZONES, &["shop.example.org", "other.example"], &[]).expect("valid");
+        assert_eq!(
+            zones.iter().map(|z| z.apex.as_str()).collect::<Vec<_>>(),
+            ["shop.example.org.", "other.example."]
+        );
+        assert_eq!(zones[0].nameservers.len(), 2);
+        assert!(zones[1].nameservers.is_empty());
+        let zones = served(TWO_ZONES, &[], &["NS.Elsewhere.net"]).expect("valid");
+        assert!(
+            zones
+                .iter()
+                .all(|z| z.nameservers == [NameServer::from("ns.elsewhere.net.")])
+        );
+        let e = served(TWO_ZONES, &[], &["bad..name"]).expect_err("a bad flag");
+        assert!(
+            e.to_string().starts_with("--nameserver: bad..name: "),
+            "{e}"
+        );
+    }
+
+    // SEM-D12: every mistake in a zone's configuration is an error at start that names the
+    // file and the field, never a panic.
+    #[test]
+    fn mistakes_name_their_field() {
+        let cases = [
+            (
+                "zones: [{name: example.com, nameserver: []}]",
+                "unknown field `nameserver`, expected one of name, nameservers, soa",
+            ),
+            (
+                "zones: [{name: example.com, nameservers: [{name: ns1.example.com, address: []}]}]",
+                "unknown field `address`",
+            ),
+            (
+                "zones: [42]",
+                "expected a zone name, or {name, nameservers, soa}",
+            ),
+            ("zones: [{nameservers: []}]", "missing field `name`"),
+            (
+                "zones: [{name: example.com, nameservers: [{name: ns1.example.com, addresses: [300.1.2.3]}]}]",
+                "zones[0].nameservers[0].addresses[0]: \"300.1.2.3\" is not an IPv4 or IPv6 address",
+            ),
+            (
+                "zones: [{name: example.com, nameservers: [{name: \"ns 1.example.com\"}]}]",
+                "zones[0].nameservers[0].name: ",
+            ),
+            (
+                "zones: [{name: example.com, nameservers: [{name: ns1.example.com}, {name: NS1.example.com.}]}]",
+                "zones[0].nameservers[1].name: ns1.example.com. is listed twice (nameservers[0])",
+            ),
+            ("zones: [{name: \"ex ample.com\"}]", "zones[0].name: "),
+            ("zones: [\"ex ample.com\"]", "zones[0]: "),
+            (
+                "zones: [example.com, {name: Example.com.}]",
+                "zones[1]: example.com. is listed twice (zones[0])",
+            ),
+            (
+                "zones: [{name: example.com, soa: {mname: \"a..b\"}}]",
+                "zones[0].soa.mname: ",
+            ),
+            (
+                "zones: [{name: example.com, soa: {serial: 1}}]",
+                "unknown field `serial`",
+            ),
+            (
+                "zones: [{name: example.com, nameservers: [{name: ns1.other.net, addresses: [192.0.2.1]}]}]",
+                "zones[0].nameservers[0].addresses: ns1.other.net. lies outside every served zone",
+            ),
+            (
+                "zones: [{name: a.example, nameservers: [{name: ns.a.example, addresses: [192.0.2.1]}]},\n        {name: b.example, nameservers: [{name: ns.a.example, addresses: [192.0.2.2]}]}]",
+                "zones[1].nameservers[0].addresses: ns.a.example. has other addresses in zones[0].nameservers[0].addresses",
+            ),
+        ];
+        for (text, expected) in cases {
+            let e = served(text, &[], &[]).expect_err(text);
+            let shown = e.to_string();
+            assert!(shown.contains(expected), "{text}:\n{shown}");
+            assert!(shown.contains(".yaml"), "names the file: {shown}");
+        }
+        // The same nameserver in two zones, with the same addresses (or none the second
+        // time): one name, one answer.
+        served(
+            "zones: [{name: a.example, nameservers: [{name: ns.a.example, addresses: [192.0.2.1]}]},\n        {name: b.example, nameservers: [{name: ns.a.example, addresses: [192.0.2.1]}, {name: ns.a.example}]}]",
+            &[],
+            &[],
+        )
+        .expect_err("listed twice in b");
+        served(
+            "zones: [{name: a.example, nameservers: [{name: ns.a.example, addresses: [192.0.2.1]}]},\n        {name: b.example, nameservers: [{name: ns.a.example}]}]",
+            &[],
+            &[],
+        )
+        .expect("a name without addresses elsewhere");
+    }
+}

@@ -22,6 +22,13 @@ pub enum Error {
         #[source]
         source: Box<serde_saphyr::Error>,
     },
+    /// A mistake in a zone's configuration (D12), with the field it is in.
+    #[error("{}: {at}: {message}", file.display())]
+    ZoneConfig {
+        file: PathBuf,
+        at: String,
+        message: String,
+    },
     #[error("no served zone: pass --zone ZONE or list zones in {CONFIG_FILE}")]
     NoZone,
     /// A bad manifest directory at start (the lines name each file and object at fault).

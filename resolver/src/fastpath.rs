@@ -5,17 +5,21 @@
 //!   datagram ─▶ parse header, one question (class IN), optional plain OPT
 //!        ─▶ ServingTable::lookup (the one lookup, D8; counted once, M1)
 //!        ─▶ header + question (copied as asked, D3) + the chain's RRs (owners: pointers to the
-//!           question, then to each CNAME target) [+ SOA] [+ OPT]; a reply over the client's
-//!           limit keeps whole RRsets only and sets TC (D4)
-//!   anything else (other opcodes, several questions, EDNS options we do not speak, names
-//!   outside the zones, malformed): Fallback ─▶ hickory handler, with nothing picked or counted
+//!           question, then to each CNAME target) [+ SOA] [+ glue, D12] [+ our own OPT, D10];
+//!           a reply over the client's limit keeps whole RRsets only and sets TC (D4)
+//!   anything else (other opcodes, several questions, an EDNS version above 0, names outside
+//!   the zones, malformed): Fallback ─▶ hickory handler, with nothing picked or counted
 //! ```
+//!
+//! The header and OPT checks of D10 and D11 cost the fast path nothing: what they answer
+//! (BADVERS, NOTIMP, FORMERR for two OPTs) is what it already declined, and the reply's
+//! header and OPT are written from constants and the question's RD and CD bits.
 //!
 //! Every answer it gives is one the hickory path gives (the e2e DNS tests run both).
 
 use crate::counters::Tally;
 use crate::serving::{ApexRecords, Outcome, ServedZone, ServingTable};
-use crate::wire::{MAX_UDP_PAYLOAD, TYPE_CNAME, TYPE_OPT};
+use crate::wire::{MAX_UDP_PAYLOAD, TYPE_AXFR, TYPE_CNAME, TYPE_IXFR, TYPE_OPT};
 
 /// The result of [`answer`].
 pub enum Fast {
@@ -82,10 +86,12 @@ pub fn parse<'r>(req: &'r [u8], lower: &mut [u8; 256]) -> Option<Question<'r>> {
     }
     let (qtype, qclass) = (u16_at(req, i)?, u16_at(req, i + 2)?);
     let question_end = i + 4;
-    if qclass != 1 || qtype == TYPE_OPT {
+    // Zone transfers are the handler's (REFUSED).
+    if qclass != 1 || qtype == TYPE_OPT || qtype == TYPE_AXFR || qtype == TYPE_IXFR {
         return None;
     }
-    // An optional OPT: root owner, version 0, no extended rcode; options are ignored.
+    // An optional OPT: root owner, version 0, no extended rcode; its flags (DO) and options
+    // are ignored, never echoed (D10). A version above 0 is the handler's (BADVERS).
     let mut limit = 512;
     let mut edns = false;
     if ar == 1 {
@@ -157,19 +163,18 @@ pub fn write_reply(
     let flags = u16::from_be_bytes([q.id_flags[2], q.id_flags[3]]);
     out.clear();
     out.extend_from_slice(&q.id_flags[..2]);
-    // QR, AA; RD and CD copied; RA, AD, TC clear.
+    // QR, AA; RD and CD copied; RA, Z, AD, TC clear (D11).
     let rflags: u16 = 0x8000 | 0x0400 | (flags & 0x0100) | (flags & 0x0010) | u16::from(rcode);
     out.extend_from_slice(&rflags.to_be_bytes());
     out.extend_from_slice(&1u16.to_be_bytes());
-    out.extend_from_slice(&[0, 0, 0, 0]); // AN, NS: set below
-    out.extend_from_slice(&u16::from(q.edns).to_be_bytes());
+    out.extend_from_slice(&[0, 0, 0, 0, 0, 0]); // AN, NS, AR: set below
     out.extend_from_slice(q.section);
     let budget = q.limit - if q.edns { 11 } else { 0 };
     let mut owner = NameAt {
         offset: HEADER,
         len: q.name_len,
     };
-    let (mut ancount, mut nscount, mut truncated) = (0u16, 0u16, false);
+    let (mut ancount, mut nscount, mut arcount, mut truncated) = (0u16, 0u16, 0u16, false);
     match outcome {
         Outcome::Answer { chain, .. } => {
             for step in chain.iter() {
@@ -200,10 +205,33 @@ pub fn write_reply(
                         None
                     })
                 }
-                ApexRecords::Ns => write_rrset(out, owner, budget, |emit| {
-                    z.ns.iter().for_each(|rr| emit(rr))
-                })
-                .map(|(n, _)| n),
+                ApexRecords::Ns => {
+                    let start = out.len();
+                    let written = write_rrset(out, owner, budget, |emit| {
+                        z.ns.iter().for_each(|rr| emit(rr))
+                    })
+                    .map(|(n, _)| n);
+                    if written.is_some() {
+                        // D12: the in-zone nameservers' addresses, owned by the NS names
+                        // just written; a set that does not fit truncates, as any (D4).
+                        for glue in z.glue.iter() {
+                            let name = NameAt {
+                                offset: start + glue.name_at,
+                                len: z.ns[glue.ns].len() - 10,
+                            };
+                            match write_rrset(out, name, budget, |emit| {
+                                glue.rrs.iter().for_each(|rr| emit(rr))
+                            }) {
+                                Some((n, _)) => arcount += n,
+                                None => {
+                                    truncated = true;
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                    written
+                }
                 ApexRecords::Any => {
                     write_rrset(out, owner, budget, |emit| emit(&z.any)).map(|(n, _)| n)
                 }
@@ -226,15 +254,18 @@ pub fn write_reply(
         }
     }
     if q.edns {
+        // Our own OPT (D10): our payload size, version 0, no flags (DO clear), no options.
         out.extend_from_slice(&[0, 0, 41]);
         out.extend_from_slice(&(MAX_UDP as u16).to_be_bytes());
         out.extend_from_slice(&[0, 0, 0, 0, 0, 0]);
+        arcount += 1;
     }
     if truncated {
         out[2] |= 0x02; // TC
     }
     out[6..8].copy_from_slice(&ancount.to_be_bytes());
     out[8..10].copy_from_slice(&nscount.to_be_bytes());
+    out[10..12].copy_from_slice(&arcount.to_be_bytes());
     rcode
 }
 
@@ -298,7 +329,7 @@ mod tests {
 
     use super::*;
     use crate::counters::AnswerCounters;
-    use crate::serving::{ServingTable, ZoneConfig};
+    use crate::serving::{NameServer, ServingTable, ZoneConfig};
 
     fn table() -> ServingTable {
         table_counted(&AnswerCounters::default())
@@ -368,6 +399,7 @@ mod tests {
                 apex: "example.com.".into(),
                 nameservers: vec![],
                 default_ttl: 45,
+                ..ZoneConfig::default()
             }],
             None,
             counters,
@@ -490,6 +522,7 @@ mod tests {
                 apex: "example.com.".into(),
                 nameservers: vec!["ns1.provider.net.".into(), "ns2.provider.net.".into()],
                 default_ttl: 60,
+                ..ZoneConfig::default()
             }],
             None,
             &AnswerCounters::default(),
@@ -589,6 +622,7 @@ mod tests {
                     apex: "example.com.".into(),
                     nameservers: vec![],
                     default_ttl: 45,
+                    ..ZoneConfig::default()
                 }],
                 None,
                 &counters,
@@ -684,5 +718,273 @@ mod tests {
         response[2] |= 0x80;
         assert!(ask(&t, &response).is_none(), "a response");
         assert!(ask(&t, &[0u8; 5]).is_none(), "garbage");
+    }
+
+    /// example.com. named by ns1 (in the zone, IPv4 and IPv6), ns2 (in the zone, IPv4 only)
+    /// and ns.provider.net. (outside, no address), with its SOA's RNAME set; `www` holds an A.
+    fn apex_table(extra: &[(&str, Value)]) -> ServingTable {
+        let mut t = RoutingTable::default();
+        for (name, value) in [("www.example.com.", Value::A([192, 0, 2, 80].into()))]
+            .into_iter()
+            .chain(extra.iter().cloned())
+        {
+            t.groups.insert(
+                format!("t/{name}").into(),
+                Arc::new(CompiledGroup {
+                    key: format!("t/{name}").into(),
+                    name: name.into(),
+                    record_type: match value {
+                        Value::Aaaa(_) => RecordType::Aaaa,
+                        _ => RecordType::A,
+                    },
+                    ttl: 30,
+                    last_resort: false,
+                    zone_affinity: None,
+                    selection: Selection::Fixed(Answer {
+                        set_identifier: "x".into(),
+                        target: Target::Values(vec![value]),
+                    }),
+                }),
+            );
+        }
+        ServingTable::build(
+            &t,
+            &[ZoneConfig {
+                apex: "example.com.".into(),
+                nameservers: vec![
+                    NameServer {
+                        name: "ns1.example.com.".into(),
+                        addresses: vec![
+                            [192, 0, 2, 53].into(),
+                            "2001:db8::53".parse().expect("an address"),
+                        ],
+                    },
+                    NameServer {
+                        name: "ns2.example.com.".into(),
+                        addresses: vec![[198, 51, 100, 53].into()],
+                    },
+                    "ns.provider.net.".into(),
+                ],
+                rname: Some("dns-admin.example.com.".into()),
+                default_ttl: 300,
+                ..ZoneConfig::default()
+            }],
+            None,
+            &AnswerCounters::default(),
+        )
+        .expect("builds")
+    }
+
+    fn values(records: &[hickory_server::proto::rr::Record]) -> Vec<(String, String)> {
+        records
+            .iter()
+            .map(|r| {
+                let value = match &r.data {
+                    RData::A(a) => a.0.to_string(),
+                    RData::AAAA(a) => a.0.to_string(),
+                    RData::NS(n) => n.0.to_ascii(),
+                    other => format!("{other:?}"),
+                };
+                (r.name.to_ascii().to_lowercase(), value)
+            })
+            .collect()
+    }
+
+    // SEM-D12: the apex NS RRset lists the configured nameservers, and carries the in-zone
+    // ones' addresses as glue (owned by the NS names, one RRset per name and type); the same
+    // records as the hickory path writes.
+    #[test]
+    fn ns_answers_carry_the_nameservers_glue() {
+        let t = apex_table(&[]);
+        let req = query("Example.COM.", HType::NS, Some(1232));
+        let m = ask(&t, &req).expect("fast");
+        assert!(m.metadata.authoritative && !m.metadata.truncation);
+        assert_eq!(
+            values(&m.answers),
+            [
+                ("example.com.".to_owned(), "ns1.example.com.".to_owned()),
+                ("example.com.".into(), "ns2.example.com.".into()),
+                ("example.com.".into(), "ns.provider.net.".into()),
+            ]
+        );
+        assert_eq!(
+            values(&m.additionals),
+            [
+                ("ns1.example.com.".to_owned(), "192.0.2.53".to_owned()),
+                ("ns1.example.com.".into(), "2001:db8::53".into()),
+                ("ns2.example.com.".into(), "198.51.100.53".into()),
+            ]
+        );
+        assert!(m.additionals.iter().all(|r| r.ttl == 300));
+        assert_eq!(m.edns.as_ref().map(|e| e.max_payload()), Some(1232));
+        let qname = crate::wire::wire_name("example.com.");
+        let outcome = t.lookup(
+            &qname,
+            u16::from(HType::NS),
+            &mut fastrand::Rng::with_seed(1),
+            &mut Tally::default(),
+        );
+        let glue = crate::handler::additional(&t, &outcome);
+        assert_eq!(
+            values(&glue),
+            values(&m.additionals),
+            "the hickory path's glue"
+        );
+    }
+
+    // SEM-D12: a nameserver's name answers its configured addresses of the asked type; a type
+    // it has none of is NODATA; the SOA names the first nameserver and the configured RNAME.
+    #[test]
+    fn nameserver_names_answer_their_addresses() {
+        let t = apex_table(&[]);
+        let m = ask(&t, &query("NS1.example.com.", HType::AAAA, None)).expect("fast");
+        assert_eq!(
+            values(&m.answers),
+            [("ns1.example.com.".to_owned(), "2001:db8::53".to_owned())]
+        );
+        assert!(m.metadata.authoritative);
+        let m = ask(&t, &query("ns2.example.com.", HType::A, None)).expect("fast");
+        assert_eq!(
+            values(&m.answers),
+            [("ns2.example.com.".to_owned(), "198.51.100.53".to_owned())]
+        );
+        let m = ask(&t, &query("ns2.example.com.", HType::AAAA, None)).expect("fast");
+        assert_eq!(m.metadata.response_code, ResponseCode::NoError, "NODATA");
+        assert!(m.answers.is_empty() && m.authorities.len() == 1);
+        let m = ask(&t, &query("example.com.", HType::SOA, None)).expect("fast");
+        let RData::SOA(soa) = &m.answers[0].data else {
+            panic!("{:?}", m.answers);
+        };
+        assert_eq!(soa.mname.to_ascii(), "ns1.example.com.");
+        assert_eq!(soa.rname.to_ascii(), "dns-admin.example.com.");
+        // The addresses are configuration, not RecordGroups: no group, no metric.
+        assert_eq!(t.groups().len(), 1);
+    }
+
+    // SEM-D12: a RecordGroup at a nameserver's name wins: it answers there, the configured
+    // addresses are not served (nor glue), and the table says which names it shadows.
+    #[test]
+    fn a_record_group_wins_over_a_nameserver_address() {
+        let t = apex_table(&[("ns1.example.com.", Value::A([203, 0, 113, 1].into()))]);
+        assert_eq!(t.shadowed_nameservers(), ["ns1.example.com."]);
+        let m = ask(&t, &query("ns1.example.com.", HType::A, None)).expect("fast");
+        assert_eq!(
+            values(&m.answers),
+            [("ns1.example.com.".to_owned(), "203.0.113.1".to_owned())]
+        );
+        let m = ask(&t, &query("ns1.example.com.", HType::AAAA, None)).expect("fast");
+        assert!(m.answers.is_empty(), "the RecordGroup's name: NODATA");
+        let m = ask(&t, &query("example.com.", HType::NS, None)).expect("fast");
+        assert_eq!(
+            values(&m.additionals),
+            [("ns2.example.com.".to_owned(), "198.51.100.53".to_owned())]
+        );
+    }
+
+    // SEM-D12 SEM-D4: glue that does not fit the client's limit truncates the reply (TC),
+    // whole RRsets only, with counts that match what it holds.
+    #[test]
+    fn glue_that_does_not_fit_truncates() {
+        let many: Vec<NameServer> = (0..12)
+            .map(|i| NameServer {
+                name: format!("ns{i}.example.com."),
+                addresses: vec![
+                    [192, 0, 2, i].into(),
+                    format!("2001:db8::{i}").parse().expect("an address"),
+                ],
+            })
+            .collect();
+        let t = ServingTable::build(
+            &RoutingTable::default(),
+            &[ZoneConfig {
+                apex: "example.com.".into(),
+                nameservers: many,
+                default_ttl: 60,
+                ..ZoneConfig::default()
+            }],
+            None,
+            &AnswerCounters::default(),
+        )
+        .expect("builds");
+        let mut out = Vec::new();
+        let req = query("example.com.", HType::NS, None);
+        answer(
+            &t,
+            &req,
+            &mut out,
+            &mut fastrand::Rng::with_seed(1),
+            &mut Tally::default(),
+        );
+        assert!(out.len() <= 512, "{} bytes", out.len());
+        let mut decoder = hickory_server::proto::serialize::binary::BinDecoder::new(&out);
+        let m =
+            <Message as hickory_server::proto::serialize::binary::BinDecodable>::read(&mut decoder)
+                .expect("parses");
+        assert!(decoder.is_empty(), "nothing after the last record");
+        assert!(m.metadata.truncation);
+        assert_eq!(m.answers.len(), 12, "the NS RRset fits");
+        assert!(
+            m.additionals.len() < 24 && m.additionals.len() % 2 == 0,
+            "whole RRsets"
+        );
+        let m = ask(&t, &query("example.com.", HType::NS, Some(1232))).expect("fast");
+        assert!(!m.metadata.truncation && m.additionals.len() == 24 && m.edns.is_some());
+    }
+
+    // SEM-D10 SEM-D11: the reply's OPT is ours (1232, version 0, DO clear, no options) whatever
+    // the query's; its header has Z and RA clear and RD as asked; a version above 0 is the
+    // handler's (BADVERS).
+    #[test]
+    fn replies_carry_our_own_opt_and_header() {
+        let t = table();
+        let mut m = Message::new(9, MessageType::Query, OpCode::Query);
+        m.add_query(Query::query(
+            Name::from_ascii("api.example.com.").expect("name"),
+            HType::A,
+        ));
+        let mut e = Edns::new();
+        e.set_max_payload(4096);
+        e.set_dnssec_ok(true);
+        e.options_mut()
+            .insert(hickory_server::proto::rr::rdata::opt::EdnsOption::Unknown(
+                65001,
+                b"hi".to_vec(),
+            ));
+        m.set_edns(e);
+        let mut req = m.to_vec().expect("encodes");
+        req[3] |= 0x40; // Z
+        let mut out = Vec::new();
+        assert!(matches!(
+            answer(
+                &t,
+                &req,
+                &mut out,
+                &mut fastrand::Rng::with_seed(1),
+                &mut Tally::default()
+            ),
+            Fast::Reply { rcode: 0, .. }
+        ));
+        assert_eq!(out[3] & 0x40, 0, "Z clear");
+        assert_eq!(out[2] & 0x01, 0, "RD as asked (clear)");
+        assert_eq!(out[3] & 0x80, 0, "RA clear");
+        assert_eq!(
+            out[out.len() - 11..],
+            [0, 0, 41, 0x04, 0xD0, 0, 0, 0, 0, 0, 0],
+            "root, OPT, 1232, rcode 0, version 0, no flags, no options"
+        );
+        req[2] |= 0x01; // RD
+        answer(
+            &t,
+            &req,
+            &mut out,
+            &mut fastrand::Rng::with_seed(1),
+            &mut Tally::default(),
+        );
+        assert_eq!(out[2] & 0x01, 0x01, "RD echoed");
+        // The query's OPT (11 bytes: no option) ends it; its 7th byte is the version.
+        let mut v1 = query("api.example.com.", HType::A, Some(1232));
+        let at = v1.len() - 11 + 6;
+        v1[at] = 1;
+        assert!(ask(&t, &v1).is_none(), "BADVERS is the handler's");
     }
 }

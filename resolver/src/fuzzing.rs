@@ -73,6 +73,7 @@ fn zones() -> Vec<ZoneConfig> {
         apex: "example.com.".into(),
         nameservers: Vec::new(),
         default_ttl: 60,
+        ..ZoneConfig::default()
     }]
 }
 
@@ -161,9 +162,12 @@ fn full_handler(data: &[u8]) {
     let handler = DnsHandler {
         shared: shared().clone(),
     };
-    let capture = Capture::default();
+    let capture = Capture {
+        limit: crate::udp::client_limit(&request),
+        ..Capture::default()
+    };
     runtime.block_on(handler.handle_request::<_, TokioTime>(&request, capture.clone()));
-    let Some(reply) = capture.0.lock().ok().and_then(|b| b.clone()) else {
+    let Some(reply) = capture.sent.lock().ok().and_then(|b| b.clone()) else {
         panic!("the handler sent nothing");
     };
     let parsed = strict(&reply);
@@ -193,9 +197,13 @@ fn full_handler(data: &[u8]) {
     }
 }
 
-/// A response handler that keeps the bytes it would have sent.
+/// A response handler that keeps the bytes it would have sent to a client of UDP limit
+/// `limit`.
 #[derive(Clone, Default)]
-struct Capture(Arc<std::sync::Mutex<Option<Vec<u8>>>>);
+struct Capture {
+    sent: Arc<std::sync::Mutex<Option<Vec<u8>>>>,
+    limit: usize,
+}
 
 #[async_trait::async_trait]
 impl ResponseHandler for Capture {
@@ -210,8 +218,8 @@ impl ResponseHandler for Capture {
             impl Iterator<Item = &'a hickory_proto::rr::Record> + Send + 'a,
         >,
     ) -> Result<ResponseInfo, hickory_server::net::NetError> {
-        let (bytes, info) = crate::udp::emit_udp(response);
-        if let Ok(mut slot) = self.0.lock() {
+        let (bytes, info) = crate::udp::emit_udp(response, self.limit);
+        if let Ok(mut slot) = self.sent.lock() {
             *slot = Some(bytes);
         }
         Ok(info)

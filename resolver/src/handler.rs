@@ -1,18 +1,21 @@
 //! The DNS request handler: reads the current [`ServingTable`] snapshot and answers with the
 //! same lookup as the UDP fast path, or forwards what lies outside the served zones
-//! (SEMANTICS D1–D8).
+//! (SEMANTICS D1–D12).
 //!
 //! ```text
-//!   Request ─▶ opcode, one question ─▶ a table? ─▶ class IN/ANY in a zone ─▶ ServingTable::lookup
-//!        ├─ in a zone: the lookup's wire RRs as hickory records
+//!   Request ─▶ EDNS version (BADVERS), opcode (NOTIMP), one question ─▶ a table?
+//!        ─▶ class IN/ANY in a zone ─▶ ServingTable::lookup
+//!        ├─ in a zone: the lookup's wire RRs as hickory records (an NS answer with its glue)
 //!        └─ outside:   Forwarder (D5), or REFUSED
 //!   every exit answers through Recorder::send: the response goes out and the query is counted
 //!   (zone, type, response code, latency), once
 //! ```
 //!
 //! hickory's `Server` owns the TCP listener, parses requests (answering FORMERR to what does
-//! not parse) and encodes responses; this handler turns the lookup's wire RRs into hickory
-//! records. It never blocks on a writer: the table is an `ArcSwap` snapshot. Layer: above the
+//! not parse, two OPT records included, D10) and encodes responses; this handler turns the
+//! lookup's wire RRs into hickory records. A reply's header comes from hickory's
+//! `Metadata::response_from_request`, which has no Z bit and clears RA (D11); its OPT is our
+//! own (D10). It never blocks on a writer: the table is an `ArcSwap` snapshot. Layer: above the
 //! process state, the serving table and the wire form; below the UDP loop and the server.
 
 use std::cell::RefCell;
@@ -50,10 +53,12 @@ impl RequestHandler for DnsHandler {
     ) -> ResponseInfo {
         let mut response = Recorder::new(response, &self.shared.metrics);
         let mut metadata = Metadata::response_from_request(&request.metadata);
-        // Echo OPT when the client sent one (D4), with the buffer we honour.
-        let edns = request.edns.as_ref().map(|client| {
+        // An OPT when the client sent one (D4), our own (D10): our payload size, version 0,
+        // DO clear, none of the client's options. Over UDP the responder keeps the reply
+        // within the client's size.
+        let edns = request.edns.as_ref().map(|_| {
             let mut e = Edns::new();
-            e.set_max_payload(client.max_payload().clamp(512, MAX_UDP_PAYLOAD));
+            e.set_max_payload(MAX_UDP_PAYLOAD);
             e
         });
         let mut builder = MessageResponseBuilder::from_message_request(request);
@@ -62,7 +67,12 @@ impl RequestHandler for DnsHandler {
         }
         let queries = request.queries.queries();
         response.qtype = queries.first().map_or(RecordType::NULL, |q| q.query_type());
-        let bad = if request.metadata.op_code != OpCode::Query {
+        // D10: an EDNS version we do not speak, before anything else (RFC 6891 6.1.3), with
+        // our OPT of version 0 (hickory writes the extended code's high bits into it).
+        let bad = if request.edns.as_ref().is_some_and(|e| e.version() > 0) {
+            Some(ResponseCode::BADVERS)
+        } else if request.metadata.op_code != OpCode::Query {
+            // D11: NOTIFY, UPDATE, IQUERY, STATUS...: the question echoed, no records.
             Some(ResponseCode::NotImp)
         } else if queries.len() != 1 || request.metadata.message_type != MessageType::Query {
             Some(ResponseCode::FormErr)
@@ -84,7 +94,13 @@ impl RequestHandler for DnsHandler {
         let qname = wire_name(&query.name().to_string());
         let zone = table.zone_of(&qname);
         response.zone = zone;
-        if zone.is_some() && !matches!(query.query_class(), DNSClass::IN | DNSClass::ANY) {
+        // Another class, or a zone transfer (no server copies our zones: each resolver builds
+        // its own from the table): REFUSED at once, where a NODATA would leave a transfer
+        // client waiting for the rest of the zone.
+        if zone.is_some()
+            && (!matches!(query.query_class(), DNSClass::IN | DNSClass::ANY)
+                || matches!(query.query_type(), RecordType::AXFR | RecordType::IXFR))
+        {
             return response
                 .send(builder.error_msg(&request.metadata, ResponseCode::Refused))
                 .await;
@@ -147,8 +163,15 @@ impl RequestHandler for DnsHandler {
             served => {
                 let owner = query.original().name().clone();
                 let (answers, authority) = records(&table, &served, &owner);
+                let glue = additional(&table, &served);
                 metadata.response_code = ResponseCode::from(0, served.rcode());
-                let msg = builder.build(metadata, answers.iter(), none, authority.iter(), none);
+                let msg = builder.build(
+                    metadata,
+                    answers.iter(),
+                    none,
+                    authority.iter(),
+                    glue.iter(),
+                );
                 response.send(msg).await
             }
         }
@@ -262,6 +285,27 @@ pub fn records(
     (answers, authority)
 }
 
+/// The additional records of `outcome`: an apex NS answer's glue, the addresses of its
+/// in-zone name servers (D12).
+pub fn additional(table: &ServingTable, outcome: &Outcome<'_>) -> Vec<Record> {
+    let Outcome::Apex {
+        zone,
+        records: ApexRecords::Ns,
+    } = outcome
+    else {
+        return Vec::new();
+    };
+    let z = &table.zones()[*zone];
+    let mut out = Vec::new();
+    for glue in z.glue.iter() {
+        let Some(owner) = z.ns.get(glue.ns).and_then(|rr| decode_name(rr.get(10..)?)) else {
+            continue;
+        };
+        out.extend(glue.rrs.iter().filter_map(|rr| decode_rr(&owner, rr)));
+    }
+    out
+}
+
 /// One wire RR (no owner) as a hickory record owned by `owner`.
 fn decode_rr(owner: &Name, rr: &[u8]) -> Option<Record> {
     let mut buf = Vec::with_capacity(rr.len() + 1);
@@ -342,6 +386,7 @@ mod tests {
                 apex: "example.com.".into(),
                 nameservers: vec![],
                 default_ttl: 45,
+                ..ZoneConfig::default()
             }];
             let table =
                 ServingTable::build(&t, &zones, None, &AnswerCounters::default()).expect("builds");

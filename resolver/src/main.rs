@@ -1,7 +1,7 @@
 //! `healthroute-resolver`: the DNS server, standalone mode, and the simulator.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -11,10 +11,10 @@ use tracing::{Instrument, info_span};
 
 use healthroute_admin::lifecycle::{self, LogFormat};
 use healthroute_checker::{Checker, Cidr, TargetPolicy};
-use healthroute_resolver::config::{FileConfig, zones_and_ttl};
+use healthroute_compiler::manifests::CONFIG_FILE;
+use healthroute_resolver::config::{FileConfig, zone_configs, zones_and_ttl};
 use healthroute_resolver::error::Error;
 use healthroute_resolver::server::{self, ServeConfig};
-use healthroute_resolver::serving::ZoneConfig;
 use healthroute_resolver::simulate::{self, SimulateArgs};
 use healthroute_resolver::standalone::Standalone;
 
@@ -45,6 +45,11 @@ struct ServeArgs {
     /// settings below (flags win).
     #[arg(long, value_name = "DIR")]
     manifests: Option<PathBuf>,
+    /// Read the settings from FILE (healthroute.yaml's form: zones with their nameservers,
+    /// listen, upstream...), in a cluster too; in standalone mode instead of
+    /// DIR/healthroute.yaml. Flags win.
+    #[arg(long = "config", value_name = "FILE")]
+    config: Option<PathBuf>,
     /// Address to answer DNS on, UDP and TCP (repeatable). Default 0.0.0.0:53.
     #[arg(long = "listen", value_name = "ADDR:PORT")]
     listen: Vec<SocketAddr>,
@@ -63,7 +68,8 @@ struct ServeArgs {
     /// TTL of records without their own, and the negative-answer TTL (default 60).
     #[arg(long = "default-ttl", value_name = "SECONDS")]
     default_ttl: Option<u32>,
-    /// Name server announced at each zone apex (repeatable); default ns.<zone>.
+    /// Name server announced at each zone apex (repeatable), without an address; default
+    /// the file's nameservers of each zone, else ns.<zone>.
     #[arg(long = "nameserver", value_name = "NAME")]
     nameservers: Vec<String>,
     /// File that keeps the last table, served at start until a newer one arrives.
@@ -179,29 +185,32 @@ async fn serve(args: ServeArgs) -> Result<(), Error> {
     }
 }
 
+/// The settings file: `--config FILE`, else in standalone mode DIR/healthroute.yaml (which
+/// may be missing), else none. Returns it with its path, for messages.
+fn file_config(args: &ServeArgs, dir: Option<&Path>) -> Result<(FileConfig, PathBuf), Error> {
+    match (&args.config, dir) {
+        (Some(path), _) => Ok((FileConfig::read(path)?, path.clone())),
+        (None, Some(dir)) => Ok((FileConfig::load(dir)?, dir.join(CONFIG_FILE))),
+        (None, None) => Ok((FileConfig::default(), PathBuf::from(CONFIG_FILE))),
+    }
+}
+
 fn serve_config(
     args: &ServeArgs,
-    file: &FileConfig,
+    (file, file_path): &(FileConfig, PathBuf),
     zones: &healthroute_compiler::ServedZones,
     default_ttl: u32,
-) -> ServeConfig {
+) -> Result<ServeConfig, Error> {
+    let zones = zone_configs(zones, &args.nameservers, default_ttl, file, file_path)?;
     let listen = if !args.listen.is_empty() {
         args.listen.clone()
     } else {
         vec![file.listen.unwrap_or_else(|| ([0, 0, 0, 0], 53).into())]
     };
-    ServeConfig {
+    Ok(ServeConfig {
         listen,
         admin_listen: args.admin_listen.or(file.admin_listen),
-        zones: zones
-            .names()
-            .iter()
-            .map(|apex| ZoneConfig {
-                apex: apex.to_string(),
-                nameservers: args.nameservers.clone(),
-                default_ttl,
-            })
-            .collect(),
+        zones,
         upstream: args.upstream.or(file.upstream),
         upstream_timeout: Duration::from_secs(args.upstream_timeout.max(1)),
         table_file: args.table_file.clone(),
@@ -219,7 +228,7 @@ fn serve_config(
             .clone()
             .or_else(|| file.zone_name.clone())
             .filter(|z| !z.is_empty()),
-    }
+    })
 }
 
 fn checker_policy(args: &ServeArgs, base: TargetPolicy) -> TargetPolicy {
@@ -233,9 +242,9 @@ fn checker_policy(args: &ServeArgs, base: TargetPolicy) -> TargetPolicy {
 }
 
 async fn serve_standalone(args: ServeArgs, dir: PathBuf) -> Result<(), Error> {
-    let file = FileConfig::load(&dir)?;
-    let (zones, default_ttl) = zones_and_ttl(&args.zones, args.default_ttl, &file)?;
-    let mut config = serve_config(&args, &file, &zones, default_ttl);
+    let file = file_config(&args, Some(&dir))?;
+    let (zones, default_ttl) = zones_and_ttl(&args.zones, args.default_ttl, &file.0)?;
+    let mut config = serve_config(&args, &file, &zones, default_ttl)?;
 
     // The in-process checker probes every HealthCheck of the directory (H1: on its own
     // schedule); its views reach the compiler through the event channel.
@@ -243,7 +252,7 @@ async fn serve_standalone(args: ServeArgs, dir: PathBuf) -> Result<(), Error> {
     let policy = checker_policy(&args, TargetPolicy::standalone_default());
     // Metric checks (H14) run here too: in standalone mode this process is the whole cluster.
     let (peers, exchange) =
-        healthroute_resolver::config::peers_and_exchange(&file, args.exchange_listen)?;
+        healthroute_resolver::config::peers_and_exchange(&file.0, &file.1, args.exchange_listen)?;
     config.exchange = exchange;
     let mut checker = Checker::new("standalone", config.local_zone.clone(), policy, events_tx)
         .with_metric_checks(healthroute_checker::metric::file_credentials(dir.clone()))
@@ -295,11 +304,11 @@ async fn serve_standalone(args: ServeArgs, dir: PathBuf) -> Result<(), Error> {
 }
 
 async fn serve_cluster(args: ServeArgs) -> Result<(), Error> {
-    let file = FileConfig::default();
-    let (zones, default_ttl) = zones_and_ttl(&args.zones, args.default_ttl, &file)?;
-    let mut config = serve_config(&args, &file, &zones, default_ttl);
+    let file = file_config(&args, None)?;
+    let (zones, default_ttl) = zones_and_ttl(&args.zones, args.default_ttl, &file.0)?;
+    let mut config = serve_config(&args, &file, &zones, default_ttl)?;
     let (peers, exchange) =
-        healthroute_resolver::config::peers_and_exchange(&file, args.exchange_listen)?;
+        healthroute_resolver::config::peers_and_exchange(&file.0, &file.1, args.exchange_listen)?;
     config.exchange = exchange;
     let client = kube::Client::try_default()
         .await
@@ -319,7 +328,7 @@ async fn serve_cluster(args: ServeArgs) -> Result<(), Error> {
         let policy = checker_policy(&args, TargetPolicy::cluster_default());
         let mut c = Checker::new(
             args.checker_name.clone(),
-            args.zone_name.clone(),
+            args.zone_name.clone().or_else(|| file.0.zone_name.clone()),
             policy,
             events_tx,
         )

@@ -238,6 +238,19 @@ pub async fn start(
                         &shared.metrics.answers,
                     ) {
                         Ok(serving) => {
+                            let shadowed = serving.shadowed_nameservers();
+                            // Said when it starts or changes, not at every table.
+                            if !shadowed.is_empty()
+                                && previous
+                                    .as_ref()
+                                    .is_none_or(|p| p.shadowed_nameservers() != shadowed)
+                            {
+                                tracing::warn!(
+                                    names = ?shadowed,
+                                    "a RecordGroup holds a nameserver's name: it answers there, \
+                                     and the configured addresses are neither served nor glue (D12)"
+                                );
+                            }
                             shared.store(serving);
                             tracing::info!(
                                 generation = table.generation,
@@ -459,6 +472,7 @@ mod tests {
                 apex: "example.com.".into(),
                 nameservers: vec![],
                 default_ttl: 60,
+                ..ZoneConfig::default()
             }],
             upstream: None,
             upstream_timeout: Duration::from_secs(1),

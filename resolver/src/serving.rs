@@ -2,10 +2,13 @@
 //!
 //! ```text
 //!   RoutingTable<Value> ──build──▶ ServingTable
-//!                                   ├─ zones: apex, SOA, NS, RFC 8482 answer (D1, D6), in wire form
+//!                                   ├─ zones: apex, SOA, NS and their glue, RFC 8482 answer (D1, D6,
+//!                                   │         D12), in wire form
 //!                                   ├─ names: lower-case wire name ─▶ [(type, group)], plus empty
 //!                                   │         non-terminals (D2); the only copy of each name
-//!                                   └─ groups: the compiled selection over wire-form RRs
+//!                                   └─ groups: the compiled selection over wire-form RRs; after
+//!                                             the table's own, one fixed group per address type
+//!                                             of each in-zone nameserver (D12)
 //!   (question name, type) ──lookup──▶ Outcome: the chain of picks (D8), or NODATA / NXDOMAIN /
 //!                                     apex records / not served; each pick counted once (M1)
 //!        ├─ fastpath: writes the reply from the wire RRs (UDP, truncating to whole records)
@@ -22,33 +25,64 @@
 //! simulate); it knows nothing of sockets or of the process state.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
 use crate::error::Error;
 use healthroute_table::{
-    CompiledGroup, RecordType as TableType, ResolvedValues, RoutingTable, Selection, Value,
-    resolve_with,
+    Answer, CompiledGroup, RecordType as TableType, ResolvedValues, RoutingTable, Selection,
+    Target, Value, resolve_with,
 };
 
 use crate::counters::{AnswerCounters, Tally};
 use crate::wire::{
-    TYPE_ANY, TYPE_CNAME, TYPE_HINFO, TYPE_NS, TYPE_SOA, in_zone, is_label_prefix, rr, value_rr,
-    wire_name, wire_type,
+    TYPE_A, TYPE_AAAA, TYPE_ANY, TYPE_CNAME, TYPE_HINFO, TYPE_NS, TYPE_SOA, in_zone,
+    is_label_prefix, rr, value_rr, wire_name, wire_type,
 };
 
 /// The longest CNAME chain followed inside the served zones (D8).
 pub const MAX_CHAIN: usize = 8;
 
+/// The SOA's REFRESH, RETRY and EXPIRE. No server transfers our zones (each resolver builds
+/// them from the table), so they steer nothing; they are the values RIPE-203 recommends and
+/// Zonemaster checks for (ZONE02-ZONE05: it warned about an EXPIRE of one day).
+const SOA_REFRESH: u32 = 14_400;
+const SOA_RETRY: u32 = 3_600;
+const SOA_EXPIRE: u32 = 604_800;
+
 /// One served zone: its apex and the records only the apex has.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ZoneConfig {
     /// Lower-case FQDN with the trailing dot.
     pub apex: String,
-    /// Name servers announced at the apex; default `ns.<zone>`.
-    pub nameservers: Vec<String>,
+    /// Name servers announced at the apex (D12); default `ns.<zone>`, without an address.
+    pub nameservers: Vec<NameServer>,
+    /// The SOA's MNAME; default the first nameserver (D12).
+    pub mname: Option<String>,
+    /// The SOA's RNAME; default `hostmaster.<zone>` (D12).
+    pub rname: Option<String>,
     /// TTL of answers without their own, and the SOA minimum (negative TTL, D1, D7).
     pub default_ttl: u32,
+}
+
+/// A name server of a zone (D12): its name, and the addresses the resolver answers for that
+/// name and gives as glue when the name lies in a served zone.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NameServer {
+    /// An FQDN; normalised when the table is built.
+    pub name: String,
+    pub addresses: Vec<IpAddr>,
+}
+
+impl From<&str> for NameServer {
+    /// A name server known by name only (`--nameserver`): no address is served for it.
+    fn from(name: &str) -> Self {
+        NameServer {
+            name: name.to_owned(),
+            addresses: Vec::new(),
+        }
+    }
 }
 
 /// A served zone in wire form.
@@ -61,8 +95,24 @@ pub struct ServedZone {
     pub soa_compressed: SoaTail,
     /// The NS RRs (no owner).
     pub ns: Box<[Box<[u8]>]>,
+    /// The addresses of the NS names the resolver serves, for the additional section of an
+    /// NS answer (D12): one RRset per name and address type, in NS order.
+    pub glue: Box<[Glue]>,
     /// The RFC 8482 answer to ANY: an HINFO RR (no owner).
     pub any: Box<[u8]>,
+}
+
+/// One glue RRset of an NS answer: the A or AAAA RRs (no owner) of the name server whose
+/// name is the RDATA of NS RR number `ns`.
+#[derive(Debug)]
+pub struct Glue {
+    /// Index in [`ServedZone::ns`] of the NS RR naming the owner.
+    pub ns: usize,
+    /// Where that NS RR's RDATA (the owner's name, in full) starts, counted from the start of
+    /// the NS RRset as the fast path writes it (each NS RR after a 2-byte owner pointer): the
+    /// target of the glue's owner pointers.
+    pub name_at: usize,
+    pub rrs: Box<[Box<[u8]>]>,
 }
 
 /// The zone's SOA RR after its owner name, for replies. Names in its RDATA that end in the
@@ -244,7 +294,13 @@ pub struct ServingTable {
     zones: Vec<ServedZone>,
     /// Every served name (lower-case wire form) with its types, plus empty non-terminals.
     names: HashMap<Box<[u8]>, NameEntry>,
+    /// The table's groups, then the nameservers' address groups (D12).
     groups: Vec<ServingGroup>,
+    /// How many of `groups` are the table's own.
+    table_groups: usize,
+    /// Nameserver names with addresses that a RecordGroup holds (it wins, D12): their
+    /// configured addresses are neither served nor given as glue.
+    shadowed: Vec<String>,
     /// Groups by key, for alias targets.
     by_key: HashMap<Arc<str>, u32>,
 }
@@ -286,16 +342,7 @@ impl ServingTable {
             };
             let index = groups.len() as u32;
             let name = wire_name(&group.name);
-            // Empty non-terminals between the name and its zone exist (NODATA, not NXDOMAIN).
-            if let Some(zone) = served.iter().find(|z| in_zone(&name, &z.apex)) {
-                let mut at = 0;
-                while name.len() - at > zone.apex.len() {
-                    at += usize::from(name[at]) + 1;
-                    if name.len() - at > zone.apex.len() {
-                        names.entry(name[at..].into()).or_default();
-                    }
-                }
-            }
+            add_empty_non_terminals(&mut names, &served, &name);
             names
                 .entry(name.into())
                 .or_default()
@@ -307,11 +354,18 @@ impl ServingTable {
                 counters: group_counters,
             });
         }
+        let table_groups = groups.len();
+        let (hosts, shadowed) = add_nameserver_addresses(zones, &served, &mut names, &mut groups)?;
+        for zone in &mut served {
+            zone.glue = glue(&zone.ns, &hosts);
+        }
         Ok(ServingTable {
             generation: table.generation,
             zones: served,
             names,
             groups,
+            table_groups,
+            shadowed,
             by_key,
         })
     }
@@ -320,8 +374,16 @@ impl ServingTable {
         &self.zones
     }
 
+    /// The table's groups (the nameservers' address groups left out: they are configuration,
+    /// not RecordGroups, and have no metrics).
     pub fn groups(&self) -> &[ServingGroup] {
-        &self.groups
+        &self.groups[..self.table_groups]
+    }
+
+    /// Nameserver names given addresses in the configuration that a RecordGroup holds: the
+    /// RecordGroup answers for the name, and no glue is given for it (D12).
+    pub fn shadowed_nameservers(&self) -> &[String] {
+        &self.shadowed
     }
 
     /// The served zone holding `qname` (lower-case wire form), most specific first.
@@ -478,26 +540,164 @@ impl ServingTable {
     }
 }
 
+/// Names between `name` and the apex of its zone (empty non-terminals) exist: NODATA, not
+/// NXDOMAIN (D2).
+fn add_empty_non_terminals(
+    names: &mut HashMap<Box<[u8]>, NameEntry>,
+    served: &[ServedZone],
+    name: &[u8],
+) {
+    if let Some(zone) = served.iter().find(|z| in_zone(name, &z.apex)) {
+        let mut at = 0;
+        while name.len() - at > zone.apex.len() {
+            at += usize::from(name[at]) + 1;
+            if name.len() - at > zone.apex.len() {
+                names.entry(name[at..].into()).or_default();
+            }
+        }
+    }
+}
+
+/// A name server's address RRsets (A, then AAAA; the empty ones left out), by wire name.
+type Hosts = HashMap<Box<[u8]>, Vec<Box<[Box<[u8]>]>>>;
+
+/// D12: the addresses of each nameserver whose name lies in a served zone become fixed groups
+/// at that name, after the table's own, unless a RecordGroup holds the name: then the
+/// RecordGroup answers, and the name is returned among the shadowed ones. A name listed by
+/// several zones is served once, with the first listing's addresses (the configuration
+/// checks that they agree).
+fn add_nameserver_addresses(
+    zones: &[ZoneConfig],
+    served: &[ServedZone],
+    names: &mut HashMap<Box<[u8]>, NameEntry>,
+    groups: &mut Vec<ServingGroup>,
+) -> Result<(Hosts, Vec<String>), Error> {
+    let mut hosts = Hosts::new();
+    let mut shadowed = Vec::new();
+    for z in zones {
+        for ns in z.nameservers.iter().filter(|ns| !ns.addresses.is_empty()) {
+            let name = normalize(&ns.name)?;
+            let wire = wire_name(&name);
+            if hosts.contains_key(wire.as_slice())
+                || !served.iter().any(|s| in_zone(&wire, &s.apex))
+            {
+                continue;
+            }
+            if names
+                .get(wire.as_slice())
+                .is_some_and(|e| !e.types.is_empty())
+            {
+                if !shadowed.contains(&name) {
+                    shadowed.push(name);
+                }
+                continue;
+            }
+            add_empty_non_terminals(names, served, &wire);
+            let mut sets = Vec::with_capacity(2);
+            for rtype in [TableType::A, TableType::Aaaa] {
+                let mut rrs: Vec<Box<[u8]>> = Vec::new();
+                for address in &ns.addresses {
+                    let record = match (rtype, address) {
+                        (TableType::A, IpAddr::V4(a)) => rr(TYPE_A, z.default_ttl, &a.octets()),
+                        (TableType::Aaaa, IpAddr::V6(a)) => {
+                            rr(TYPE_AAAA, z.default_ttl, &a.octets())
+                        }
+                        _ => continue,
+                    };
+                    if !rrs.contains(&record) {
+                        rrs.push(record);
+                    }
+                }
+                if rrs.is_empty() {
+                    continue;
+                }
+                let index = groups.len() as u32;
+                names
+                    .entry(wire.clone().into())
+                    .or_default()
+                    .types
+                    .push((wire_type(rtype), index));
+                groups.push(address_group(&name, rtype, z.default_ttl, rrs.clone()));
+                sets.push(rrs.into());
+            }
+            hosts.insert(wire.into(), sets);
+        }
+    }
+    Ok((hosts, shadowed))
+}
+
+/// A nameserver's addresses of one type as a group: every query gets them all. Its counters
+/// belong to no RecordGroup, so no metric shows them (M1 counts RecordGroups' answers).
+fn address_group(name: &str, rtype: TableType, ttl: u32, rrs: Vec<Box<[u8]>>) -> ServingGroup {
+    let key: Arc<str> = format!("nameserver {name}").into();
+    ServingGroup {
+        wire: CompiledGroup {
+            key,
+            name: name.into(),
+            record_type: rtype,
+            ttl,
+            last_resort: false,
+            selection: Selection::Fixed(Answer {
+                set_identifier: "address".into(),
+                target: Target::Values(rrs),
+            }),
+            zone_affinity: None,
+        },
+        counters: GroupCounters {
+            by_record: Box::new([Arc::new(AtomicU64::new(0))]),
+            last_resort: Arc::new(AtomicU64::new(0)),
+            locality: None,
+        },
+    }
+}
+
+/// The glue of an NS RRset: the address RRsets of each NS name in `hosts`, in NS order.
+fn glue(ns: &[Box<[u8]>], hosts: &Hosts) -> Box<[Glue]> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    for (k, record) in ns.iter().enumerate() {
+        // The RR after its 2-byte owner pointer; its RDATA after TYPE..RDLENGTH.
+        let name_at = at + 2 + 10;
+        at += 2 + record.len();
+        let Some(sets) = record.get(10..).and_then(|name| hosts.get(name)) else {
+            continue;
+        };
+        out.extend(sets.iter().map(|rrs| Glue {
+            ns: k,
+            name_at,
+            rrs: rrs.clone(),
+        }));
+    }
+    out.into()
+}
+
 fn served_zone(z: &ZoneConfig, serial: u32) -> Result<ServedZone, Error> {
-    let apex = wire_name(&normalize(&z.apex)?);
-    let mname = match z.nameservers.first() {
-        Some(n) => normalize(n)?,
-        None => format!("ns.{}", normalize(&z.apex)?),
-    };
-    let rname = format!("hostmaster.{}", normalize(&z.apex)?);
+    let apex_name = normalize(&z.apex)?;
+    let apex = wire_name(&apex_name);
     let ns_names: Vec<String> = if z.nameservers.is_empty() {
-        vec![mname.clone()]
+        vec![format!("ns.{apex_name}")]
     } else {
         z.nameservers
             .iter()
-            .map(|n| normalize(n))
+            .map(|n| normalize(&n.name))
             .collect::<Result<_, _>>()?
+    };
+    let mname = match &z.mname {
+        Some(n) => normalize(n)?,
+        None => ns_names
+            .first()
+            .cloned()
+            .unwrap_or_else(|| format!("ns.{apex_name}")),
+    };
+    let rname = match &z.rname {
+        Some(n) => normalize(n)?,
+        None => format!("hostmaster.{apex_name}"),
     };
     let ttl = z.default_ttl;
     let mut soa_rdata = Vec::with_capacity(64);
     soa_rdata.extend(wire_name(&mname));
     soa_rdata.extend(wire_name(&rname));
-    for v in [serial, 3600, 600, 86400, ttl] {
+    for v in [serial, SOA_REFRESH, SOA_RETRY, SOA_EXPIRE, ttl] {
         soa_rdata.extend_from_slice(&v.to_be_bytes());
     }
     Ok(ServedZone {
@@ -507,6 +707,8 @@ fn served_zone(z: &ZoneConfig, serial: u32) -> Result<ServedZone, Error> {
             .iter()
             .map(|n| rr(TYPE_NS, ttl, &wire_name(n)))
             .collect(),
+        // Filled in once the table's names are known (a RecordGroup may hold an NS name).
+        glue: Box::new([]),
         // HINFO "RFC8482" "".
         any: rr(TYPE_HINFO, ttl, b"\x07RFC8482\x00"),
         apex: apex.into(),
@@ -561,7 +763,7 @@ fn soa_tail(apex_wire: &[u8], mname: &str, rname: &str, serial: u32, minimum: u3
             _ => rdata.extend(wire),
         }
     }
-    for v in [serial, 3600, 600, 86400, minimum] {
+    for v in [serial, SOA_REFRESH, SOA_RETRY, SOA_EXPIRE, minimum] {
         rdata.extend_from_slice(&v.to_be_bytes());
     }
     SoaTail {

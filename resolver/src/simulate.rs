@@ -349,6 +349,7 @@ fn serving_table(
             apex: apex.to_string(),
             nameservers: Vec::new(),
             default_ttl: ttl,
+            ..ZoneConfig::default()
         })
         .collect();
     ServingTable::build(table, &serving_zones, from_zone, counters)
@@ -788,7 +789,7 @@ mod tests {
             seed in any::<u64>(),
         ) {
             let counters = AnswerCounters::default();
-            let zones = [ZoneConfig { apex: "example.com.".into(), nameservers: vec![], default_ttl: 45 }];
+            let zones = [ZoneConfig { apex: "example.com.".into(), nameservers: vec![], default_ttl: 45, ..ZoneConfig::default() }];
             let serving = ServingTable::build(&table(&groups), &zones, None, &counters).expect("builds");
             let label = NAMES.get(asked).copied().unwrap_or("nope");
             let mut text = format!("{label}.example.com.");

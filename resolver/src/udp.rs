@@ -151,28 +151,42 @@ async fn slow_path(raw: Vec<u8>, src: SocketAddr, socket: Arc<UdpSocket>, handle
     }
     match Request::from_bytes(raw, src, Protocol::Udp) {
         Ok(request) => {
-            let responder = UdpResponder { socket, dst: src };
+            let responder = UdpResponder {
+                socket,
+                dst: src,
+                limit: client_limit(&request),
+            };
             handler
                 .handle_request::<_, TokioTime>(&request, responder)
                 .await;
         }
         Err(_) => {
-            // FORMERR: the id and opcode as sent, no sections.
+            // FORMERR: the id, opcode and RD as sent (D11), no sections.
             let mut reply = [0u8; 12];
             reply[..2].copy_from_slice(&header[..2]);
-            reply[2] = 0x80 | (header[2] & 0x78);
+            reply[2] = 0x80 | (header[2] & 0x79);
             reply[3] = ResponseCode::FormErr.low();
             let _ = socket.send_to(&reply, src);
         }
     }
 }
 
+/// The largest UDP reply `request`'s client takes: its EDNS payload size within 512..=1232,
+/// or 512 without EDNS (D4). The reply's own OPT says 1232 whatever the client's (D10).
+pub fn client_limit(request: &Request) -> usize {
+    request.edns.as_ref().map_or(512, |e| {
+        usize::from(e.max_payload().clamp(512, MAX_UDP_PAYLOAD))
+    })
+}
+
 /// Sends the handler's responses on the socket the query came from, truncated (TC) to the
-/// client's EDNS buffer, or 512 bytes without EDNS.
+/// client's limit.
 #[derive(Clone)]
 struct UdpResponder {
     socket: Arc<UdpSocket>,
     dst: SocketAddr,
+    /// [`client_limit`].
+    limit: usize,
 }
 
 #[async_trait::async_trait]
@@ -188,7 +202,7 @@ impl ResponseHandler for UdpResponder {
             impl Iterator<Item = &'a Record> + Send + 'a,
         >,
     ) -> Result<ResponseInfo, hickory_server::net::NetError> {
-        let (bytes, info) = emit_udp(response);
+        let (bytes, info) = emit_udp(response, self.limit);
         // A UDP send does not wait for the peer; on a blocking socket it returns at once.
         self.socket
             .send_to(&bytes, self.dst)
@@ -231,8 +245,8 @@ fn truncated(reply: &[u8], max: usize) -> Option<Vec<u8>> {
     m.to_vec().ok()
 }
 
-/// Encodes a hickory response for UDP: a reply too large for the client's limit (512 bytes,
-/// or its EDNS buffer) becomes its question and OPT with TC, never a cut record (D4).
+/// Encodes a hickory response for UDP: a reply larger than `max` (the client's limit,
+/// [`client_limit`]) becomes its question and OPT with TC, never a cut record (D4).
 pub fn emit_udp<'a>(
     response: MessageResponse<
         '_,
@@ -242,9 +256,9 @@ pub fn emit_udp<'a>(
         impl Iterator<Item = &'a Record> + Send + 'a,
         impl Iterator<Item = &'a Record> + Send + 'a,
     >,
+    max: usize,
 ) -> (Vec<u8>, ResponseInfo) {
     let id = response.metadata().id;
-    let max = usize::from(response.edns().map_or(512, |e| e.max_payload().max(512)));
     let mut bytes = Vec::with_capacity(512);
     let mut encoder = BinEncoder::new(&mut bytes);
     let info = match response.destructive_emit(&mut encoder) {

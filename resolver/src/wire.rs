@@ -16,6 +16,8 @@ pub const TYPE_HINFO: u16 = 13;
 pub const TYPE_TXT: u16 = 16;
 pub const TYPE_AAAA: u16 = 28;
 pub const TYPE_OPT: u16 = 41;
+pub const TYPE_IXFR: u16 = 251;
+pub const TYPE_AXFR: u16 = 252;
 pub const TYPE_ANY: u16 = 255;
 
 /// The largest UDP payload we advertise and honour (the DNS Flag Day 2020 value), on the fast

@@ -2,6 +2,7 @@
 
 mod dns;
 mod metric;
+mod protocol;
 mod simulate;
 mod standalone;
 mod support;

@@ -93,6 +93,10 @@ pub enum Error {
         "--unhealthy {0}: a calculated check's status comes from its children; mark those unhealthy"
     )]
     CalculatedUnhealthy(String),
+    #[error("--peer {0}: write CLUSTER/NAMESPACE/NAME=VALUE[,VALUE...]")]
+    PeerForm(String),
+    #[error("{flag} {name}: no record in the directory has that peer source")]
+    NoSuchPeerSource { flag: &'static str, name: String },
     #[error("--alarm {0}: write NAME=ok, NAME=alarm or NAME=nodata")]
     AlarmForm(String),
     #[error("--alarm {wanted}: {check} is not a Metric check")]

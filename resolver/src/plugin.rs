@@ -396,7 +396,7 @@ pub async fn explain(
                     zone: v.zone.clone(),
                     healthy: v.healthy,
                     message: v.message.clone(),
-                    values: Vec::new(),
+                    values: v.values.clone(),
                 },
             ));
         }
@@ -425,6 +425,8 @@ pub async fn explain(
         zones,
         unhealthy: Vec::new(),
         alarm: Vec::new(),
+        peer: Vec::new(),
+        peer_down: Vec::new(),
         not_ready: Vec::new(),
         now: at,
         queries: 1000,

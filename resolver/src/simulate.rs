@@ -5,7 +5,7 @@
 //! same per-query choice as the resolver, from a seeded generator so that the output is
 //! reproducible.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -42,6 +42,15 @@ pub struct SimulateArgs {
     /// `alarm` or `nodata` for long enough to flip (H13): `NAME=STATE`.
     #[arg(long, value_name = "NAME=STATE")]
     pub alarm: Vec<String>,
+    /// Treat every peer source of this peer cluster as unhealthy (X8), keeping the values
+    /// given with `--peer` for a last resort.
+    #[arg(long = "peer-down", value_name = "CLUSTER")]
+    pub peer_down: Vec<String>,
+    /// What a peer cluster's group answers as healthy:
+    /// `CLUSTER/NAMESPACE/NAME=VALUE[,VALUE...]` (values of the asking group's type). A peer
+    /// source without one has no values to answer (X2).
+    #[arg(long = "peer", value_name = "CLUSTER/NS/NAME=VALUES")]
+    pub peer: Vec<String>,
     /// Treat the endpoint with this address as not ready (and not serving).
     #[arg(long = "not-ready", value_name = "IP")]
     pub not_ready: Vec<IpAddr>,
@@ -222,6 +231,7 @@ fn compile_what_ifs(
     for wanted in &args.alarm {
         set_alarm(&mut compiler, manifests, wanted)?;
     }
+    set_peers(&mut compiler, manifests, &args.peer, &args.peer_down)?;
     for (key, view) in &args.views {
         compiler.set_heartbeat(view.checker.clone(), now);
         compiler.set_check_view(key, view.clone());
@@ -252,6 +262,85 @@ fn mark_unhealthy(
                 values: Vec::new(),
             },
         );
+    }
+    Ok(())
+}
+
+/// `--peer CLUSTER/NS/NAME=VALUES` and `--peer-down CLUSTER`: the simulator's checker is the
+/// one that asked each Peer check's peer (X4). A value is written as the asking groups'
+/// records would write it; its type is theirs.
+fn set_peers(
+    compiler: &mut Compiler,
+    manifests: &Manifests,
+    heard: &[String],
+    down: &[String],
+) -> Result<(), Error> {
+    let mut said: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+    for wanted in heard {
+        let form = || Error::PeerForm(wanted.clone());
+        let (target, values) = wanted.split_once('=').ok_or_else(form)?;
+        let (cluster, group) = target.split_once('/').ok_or_else(form)?;
+        if !group.contains('/') {
+            return Err(form());
+        }
+        said.insert(
+            (cluster.to_owned(), group.to_owned()),
+            values
+                .split(',')
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+                .map(str::to_owned)
+                .collect(),
+        );
+    }
+    let peer_checks = manifests
+        .checks
+        .iter()
+        .filter_map(|(k, c)| c.spec.peer.as_ref().map(|p| (k, p)));
+    let mut known = BTreeSet::new();
+    for (key, target) in peer_checks {
+        known.insert(target.cluster.as_str());
+        let values = said
+            .remove(&(target.cluster.clone(), target.record_group.clone()))
+            .unwrap_or_default();
+        let is_down = down.contains(&target.cluster);
+        if values.is_empty() && !is_down {
+            continue;
+        }
+        // The asking groups' type names the values (X6: `TYPE value`).
+        let rtype = manifests
+            .groups
+            .iter()
+            .filter(|(g, _)| g.namespace == key.namespace)
+            .find(|(_, g)| {
+                g.spec
+                    .records
+                    .iter()
+                    .any(|r| r.peer.as_ref() == Some(target))
+            })
+            .map_or("A", |(_, g)| g.spec.record_type.as_str());
+        compiler.set_check_view(
+            key,
+            CheckerView {
+                checker: SIMULATOR.into(),
+                zone: None,
+                healthy: !is_down,
+                message: Some(if is_down { "--peer-down" } else { "--peer" }.into()),
+                values: values.iter().map(|v| format!("{rtype} {v}")).collect(),
+            },
+        );
+    }
+    if let Some(((cluster, group), _)) = said.into_iter().next() {
+        return Err(Error::NoSuchPeerSource {
+            flag: "--peer",
+            name: format!("{cluster}/{group}"),
+        });
+    }
+    if let Some(cluster) = down.iter().find(|c| !known.contains(c.as_str())) {
+        return Err(Error::NoSuchPeerSource {
+            flag: "--peer-down",
+            name: cluster.clone(),
+        });
     }
     Ok(())
 }

@@ -401,3 +401,56 @@ fn metric_check_example() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("not ok, alarm or nodata"));
 }
+
+// SEM-X9 SEM-X2 SEM-X3: the simulator asks "what if the peer said ..." (`--peer`) and "what if
+// the peer were lost" (`--peer-down`) of the multi-cluster example, and explains a peer record.
+#[test]
+fn peer_sources_in_the_simulator() {
+    let east = "multi-cluster/east";
+    // Nothing heard from west: its record has no value, and the failover stays home.
+    let out = simulate(
+        east,
+        &["--unhealthy", "east-web", "--explain", "www.example.com"],
+    );
+    assert!(out.contains("no value heard from the peer yet"), "{out}");
+    let out = simulate(
+        east,
+        &[
+            "--unhealthy",
+            "east-web",
+            "--peer",
+            "west/shop/www=198.51.100.10",
+            "www.example.com",
+        ],
+    );
+    assert_eq!(share(&out, "198.51.100.10"), 100.0, "{out}");
+    // Weighted 3:1 across the clusters; the peer's values share its weight.
+    let out = simulate(
+        east,
+        &[
+            "--queries",
+            "100000",
+            "--peer",
+            "west/shop/api=198.51.100.11,198.51.100.12",
+            "api.example.com",
+        ],
+    );
+    assert!(
+        near(share(&out, "198.51.100.11 198.51.100.12"), 25.0),
+        "{out}"
+    );
+    // The peer lost: only the local record, and the explanation says why.
+    let out = simulate(
+        east,
+        &[
+            "--peer",
+            "west/shop/api=198.51.100.11",
+            "--peer-down",
+            "west",
+            "--explain",
+            "api.example.com",
+        ],
+    );
+    assert_eq!(share(&out, "192.0.2.11"), 100.0, "{out}");
+    assert!(out.contains("west: unhealthy (peer west shop/api"), "{out}");
+}

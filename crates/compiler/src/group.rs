@@ -638,6 +638,8 @@ fn evaluate_record(
                 all_values = peer_values(rtype, &h.values);
                 if !h.healthy {
                     reasons_down.push(format!("{label}: {}", h.reason));
+                } else if h.values.is_empty() {
+                    reasons_down.push(format!("{label}: no value heard from the peer yet"));
                 } else if all_values.is_empty() {
                     reasons_down.push(format!("{label} answers no {rtype} value"));
                 } else if reasons_down.is_empty() {

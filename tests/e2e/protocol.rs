@@ -218,7 +218,7 @@ fn header_bits_and_opcodes() {
     }
 }
 
-// A zone transfer (AXFR, IXFR) of a served zone gets REFUSED at once: no server copies our
+// SEM-D11: a zone transfer (AXFR, IXFR) of a served zone gets REFUSED at once: no server copies our
 // zones (each resolver builds its own from the table), and a NODATA left transfer clients
 // (Zonemaster's NAMESERVER03) waiting for the rest of the zone.
 #[test]

@@ -230,6 +230,43 @@ pub fn phase(key: &ObjectKey, interval: Duration) -> Duration {
     Duration::from_millis(h.finish() % ms)
 }
 
+/// When a check's task observes next: at its phase, then once per interval; a slot missed
+/// (an observation ran past it) is skipped, not caught up in a burst.
+struct Schedule {
+    next: tokio::time::Instant,
+    interval: Duration,
+    /// Up to this much random delay per slot (probes), so that phases do not line up again.
+    jitter_max_ms: u64,
+    rng: fastrand::Rng,
+}
+
+impl Schedule {
+    fn new(key: &ObjectKey, interval: Duration) -> Self {
+        Schedule {
+            next: tokio::time::Instant::now() + phase(key, interval),
+            interval,
+            jitter_max_ms: 0,
+            rng: fastrand::Rng::new(),
+        }
+    }
+
+    /// Up to 5% of the interval, at most 250 ms.
+    fn with_jitter(mut self) -> Self {
+        self.jitter_max_ms = (self.interval.as_millis() as u64 / 20).min(250);
+        self
+    }
+
+    async fn tick(&mut self) {
+        let jitter = Duration::from_millis(self.rng.u64(0..=self.jitter_max_ms));
+        tokio::time::sleep_until(self.next + jitter).await;
+        self.next += self.interval;
+        let now = tokio::time::Instant::now();
+        if self.next < now {
+            self.next = now + self.interval;
+        }
+    }
+}
+
 struct Running {
     spec: HealthCheckSpec,
     task: JoinHandle<()>,
@@ -477,20 +514,10 @@ impl CheckTask {
         };
         let mut state = Threshold::new(self.spec.failure_threshold);
         let mut reported: Option<(bool, bool)> = None; // (healthy, rejected) last sent
-        let mut rng = fastrand::Rng::new();
         // Jitter up to 5% of the interval (at most 250 ms) keeps phases from lining up again.
-        let jitter_max = (interval.as_millis() as u64 / 20).min(250);
-        let start = tokio::time::Instant::now() + phase(&self.key, interval);
-        let mut next = start;
+        let mut schedule = Schedule::new(&self.key, interval).with_jitter();
         loop {
-            let jitter = Duration::from_millis(rng.u64(0..=jitter_max));
-            tokio::time::sleep_until(next + jitter).await;
-            next += interval;
-            let now = tokio::time::Instant::now();
-            if next < now {
-                // A probe ran past its slot: skip ahead instead of bursting to catch up.
-                next = now + interval;
-            }
+            schedule.tick().await;
             let Ok(permit) = tokio::time::timeout(interval, limit.clone().acquire_owned()).await
             else {
                 tracing::debug!("target busy: skipped one probe");
@@ -561,14 +588,9 @@ impl CheckTask {
         let insufficient = metric.insufficient_data_health_status.unwrap_or_default();
         let mut state = Threshold::new(self.spec.failure_threshold);
         let mut reported: Option<(bool, String)> = None;
-        let mut next = tokio::time::Instant::now() + phase(&self.key, interval);
+        let mut schedule = Schedule::new(&self.key, interval);
         loop {
-            tokio::time::sleep_until(next).await;
-            next += interval;
-            let now = tokio::time::Instant::now();
-            if next < now {
-                next = now + interval;
-            }
+            schedule.tick().await;
             let started = std::time::Instant::now();
             let evaluation = match (credentials)(&self.key, &metric.prometheus).await {
                 Err(why) => Evaluation::NoData(why.to_string()),
@@ -643,14 +665,9 @@ impl CheckTask {
         let mut state = Threshold::new(self.spec.failure_threshold);
         let mut values: Vec<String> = Vec::new();
         let mut reported: Option<(bool, Vec<String>, &'static str)> = None;
-        let mut next = tokio::time::Instant::now() + phase(&self.key, interval);
+        let mut schedule = Schedule::new(&self.key, interval);
         loop {
-            tokio::time::sleep_until(next).await;
-            next += interval;
-            let now = tokio::time::Instant::now();
-            if next < now {
-                next = now + interval;
-            }
+            schedule.tick().await;
             let obs = match (self.peers.get(&target.cluster), target.group()) {
                 (Some(p), Some((namespace, name))) => {
                     let (obs, took) = peer::observe_timed(p, namespace, name, timeout).await;

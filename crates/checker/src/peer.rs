@@ -396,3 +396,142 @@ pub(crate) async fn observe_timed(
 
 /// The peers a checker asks, shared by its tasks.
 pub type SharedPeers = Arc<Peers>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use healthroute_exchange::{encode_answer, verify_query};
+
+    const SECRET: &str = "aGVhbHRocm91dGUtdGVzdC1rZXktMTIzNDU2Nzg=";
+
+    fn key(name: &str, secret: &str) -> KeyConfig {
+        serde_saphyr::from_str(&format!("{{name: {name}, secret: {secret}}}")).expect("key")
+    }
+
+    fn config(name: &str, addresses: &[String], keys: Vec<KeyConfig>) -> PeerConfig {
+        PeerConfig {
+            name: name.into(),
+            addresses: addresses.to_vec(),
+            keys,
+        }
+    }
+
+    // SEM-X1: a peer's name, addresses and keys are checked at start, with the field named.
+    #[test]
+    fn peer_configuration_is_checked() {
+        let good = config("west", &["127.0.0.1:5354".into()], vec![key("k.", SECRET)]);
+        assert!(Peers::from_config(std::slice::from_ref(&good)).is_ok());
+        for (bad, says) in [
+            (
+                config("West", &good.addresses, vec![key("k.", SECRET)]),
+                "DNS label",
+            ),
+            (config("west", &[], vec![key("k.", SECRET)]), "addresses"),
+            (
+                config("west", &["127.0.0.1".into()], vec![key("k.", SECRET)]),
+                "host:port",
+            ),
+            (config("west", &good.addresses, Vec::new()), "one or two"),
+            (
+                config("west", &good.addresses, vec![key("k.", "bm90LWJhc2U2NA")]),
+                "keys",
+            ),
+        ] {
+            let e = Peers::from_config(&[bad]).expect_err(says).to_string();
+            assert!(e.contains(says) && e.starts_with("peer "), "{e}");
+        }
+        let e = Peers::from_config(&[good.clone(), good.clone()]).expect_err("twice");
+        assert!(e.to_string().contains("named twice"), "{e}");
+        // One key name, two secrets: the listener could not tell which one a peer means.
+        let other = config(
+            "east",
+            &good.addresses,
+            vec![key("k.", "b3RoZXItc2VjcmV0LTEyMzQ1Njc4OTA=")],
+        );
+        assert!(Peers::server_keys(&[good.clone(), other]).is_err());
+        assert!(Peers::server_keys(&[]).expect("none").is_none());
+    }
+
+    /// A listener on loopback that answers every exchange query with `values`.
+    async fn listener(values: Vec<PeerValue>) -> String {
+        let socket = UdpSocket::bind("127.0.0.1:0").await.expect("bind");
+        let addr = socket.local_addr().expect("addr").to_string();
+        let keys = KeyRing::from_config(&[key("k.", SECRET)]).expect("ring");
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; 4096];
+            while let Ok((n, from)) = socket.recv_from(&mut buf).await {
+                let out = match verify_query(&buf[..n], &keys, unix_now()) {
+                    Ok(q) => {
+                        let answer = PeerAnswer::Healthy(values.clone());
+                        Some(encode_answer(&q, &answer, unix_now(), q.max_udp_payload()))
+                    }
+                    Err(rejection) => rejection.into_response(),
+                };
+                if let Some(out) = out {
+                    let _ = socket.send_to(&out, from).await;
+                }
+            }
+        });
+        addr
+    }
+
+    // SEM-X4 SEM-X5: a listener that does not answer is skipped for the next; an answer
+    // decides; no listener answering is an unhealthy observation that says so.
+    #[tokio::test]
+    async fn the_first_listener_that_answers_decides() {
+        let silent = UdpSocket::bind("127.0.0.1:0").await.expect("bind");
+        let silent_addr = silent.local_addr().expect("addr").to_string();
+        let live = listener(vec![PeerValue::new("A", "198.51.100.7")]).await;
+        let peers = Peers::from_config(&[config(
+            "west",
+            &[silent_addr.clone(), live.clone()],
+            vec![key("k.", SECRET)],
+        )])
+        .expect("peers");
+        let peer = peers.get("west").expect("west");
+        let obs = observe(peer, "shop", "www", Duration::from_millis(300)).await;
+        assert!(obs.healthy, "{obs:?}");
+        assert_eq!(obs.values, ["A 198.51.100.7"]);
+        assert!(obs.message.contains(&live), "{}", obs.message);
+
+        let peers = Peers::from_config(&[config(
+            "west",
+            std::slice::from_ref(&silent_addr),
+            vec![key("k.", SECRET)],
+        )])
+        .expect("peers");
+        let obs = observe(
+            peers.get("west").expect("west"),
+            "shop",
+            "www",
+            Duration::from_millis(200),
+        )
+        .await;
+        assert!(!obs.healthy);
+        assert_eq!(obs.result, "timeout");
+        assert!(obs.message.contains("no answer within"), "{}", obs.message);
+    }
+
+    // SEM-X5 SEM-X7: a key the peer holds with another secret: its BADSIG is an unhealthy
+    // observation that says so, never a value.
+    #[tokio::test]
+    async fn a_wrongly_signed_answer_is_unhealthy() {
+        let live = listener(vec![PeerValue::new("A", "198.51.100.7")]).await;
+        let peers = Peers::from_config(&[config(
+            "west",
+            &[live],
+            vec![key("k.", "b3RoZXItc2VjcmV0LTEyMzQ1Njc4OTA=")],
+        )])
+        .expect("peers");
+        let obs = observe(
+            peers.get("west").expect("west"),
+            "shop",
+            "www",
+            Duration::from_millis(500),
+        )
+        .await;
+        assert!(!obs.healthy && obs.values.is_empty(), "{obs:?}");
+        assert_eq!(obs.result, "bad_signature", "{obs:?}");
+        assert!(obs.message.contains("BADSIG"), "{}", obs.message);
+    }
+}

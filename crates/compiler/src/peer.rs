@@ -54,19 +54,8 @@ pub fn derived_checks<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::{mk_group, mk_record};
-    use healthroute_api::{RecordSpec, RoutingPolicy};
-
-    fn peer_record(id: &str, cluster: &str, group: &str) -> RecordSpec {
-        RecordSpec {
-            values: None,
-            peer: Some(PeerTarget {
-                cluster: cluster.into(),
-                record_group: group.into(),
-            }),
-            ..mk_record(id, &[])
-        }
-    }
+    use crate::testing::{mk_group, mk_peer_record};
+    use healthroute_api::RoutingPolicy;
 
     // SEM-X4: one Peer check per peer target and namespace, shared by the groups naming it.
     #[test]
@@ -75,14 +64,14 @@ mod tests {
             "a",
             RoutingPolicy::Weighted,
             vec![
-                peer_record("eu", "eu-west", "shop/api"),
-                peer_record("us", "us-east", "shop/api"),
+                mk_peer_record("eu", "eu-west", "shop/api"),
+                mk_peer_record("us", "us-east", "shop/api"),
             ],
         );
         let b = mk_group(
             "b",
             RoutingPolicy::Simple,
-            vec![peer_record("eu", "eu-west", "shop/api")],
+            vec![mk_peer_record("eu", "eu-west", "shop/api")],
         );
         let (ka, kb, kc) = (
             ObjectKey::new("t", "a"),

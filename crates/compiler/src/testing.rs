@@ -106,6 +106,18 @@ pub fn mk_service_record(id: &str, service: &str) -> RecordSpec {
     }
 }
 
+/// A record whose values come from `group` (`namespace/name`) in peer cluster `cluster` (X2).
+pub fn mk_peer_record(id: &str, cluster: &str, group: &str) -> RecordSpec {
+    RecordSpec {
+        values: None,
+        peer: Some(healthroute_api::PeerTarget {
+            cluster: cluster.into(),
+            record_group: group.into(),
+        }),
+        ..mk_record(id, &[])
+    }
+}
+
 pub fn mk_alias_record(id: &str, target: &str, evaluate: bool) -> RecordSpec {
     RecordSpec {
         values: None,

@@ -5,17 +5,6 @@ use super::*;
 use crate::peer::check_spec;
 use healthroute_api::PeerTarget;
 
-fn peer_record(id: &str, cluster: &str, group: &str) -> RecordSpec {
-    RecordSpec {
-        values: None,
-        peer: Some(PeerTarget {
-            cluster: cluster.into(),
-            record_group: group.into(),
-        }),
-        ..mk_record(id, &[])
-    }
-}
-
 const PEER: &str = "peer.eu-west.shop.api";
 
 fn target() -> PeerTarget {
@@ -62,7 +51,7 @@ fn failover_to_a_peer_and_back() {
                     "hc-here",
                 ),
                 failover(
-                    peer_record("there", "eu-west", "shop/api"),
+                    mk_peer_record("there", "eu-west", "shop/api"),
                     FailoverRole::Secondary,
                     None,
                 ),
@@ -112,7 +101,7 @@ fn weighted_across_clusters_renormalises() {
             RoutingPolicy::Weighted,
             vec![
                 weighted(mk_record("here", &["192.0.2.1"]), 25),
-                weighted(peer_record("there", "eu-west", "shop/api"), 75),
+                weighted(mk_peer_record("there", "eu-west", "shop/api"), 75),
             ],
         )),
     );
@@ -140,7 +129,7 @@ fn last_resort_uses_the_last_values_heard() {
             RoutingPolicy::MultiValue,
             vec![
                 checked(mk_record("here", &["192.0.2.1"]), "hc-here"),
-                peer_record("there", "eu-west", "shop/api"),
+                mk_peer_record("there", "eu-west", "shop/api"),
             ],
         )),
     );
@@ -165,7 +154,7 @@ fn values_by_most_healthy_checkers() {
         group_input(mk_group(
             "api",
             RoutingPolicy::Simple,
-            vec![peer_record("there", "eu-west", "shop/api")],
+            vec![mk_peer_record("there", "eu-west", "shop/api")],
         )),
     );
     set_peer(
@@ -213,7 +202,7 @@ fn values_of_another_type_make_the_record_unhealthy() {
             RoutingPolicy::Failover,
             vec![
                 failover(
-                    peer_record("there", "eu-west", "shop/api"),
+                    mk_peer_record("there", "eu-west", "shop/api"),
                     FailoverRole::Primary,
                     None,
                 ),

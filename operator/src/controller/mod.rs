@@ -32,7 +32,7 @@ mod control;
 mod watches;
 
 use control::Control;
-pub use watches::inputs;
+pub use watches::{inputs, inputs_in};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -74,6 +74,9 @@ pub struct Config {
     pub status_recheck: Duration,
     /// Where the leader's Metric-check evaluator may connect (H15, as H12 for checkers).
     pub metric_policy: TargetPolicy,
+    /// Compile only the objects of this namespace (`--watch-namespace`); every namespace's
+    /// when `None`.
+    pub watch_namespace: Option<String>,
 }
 
 impl Config {
@@ -88,6 +91,7 @@ impl Config {
             status: WriterConfig::default(),
             status_recheck: STATUS_RECHECK,
             metric_policy: TargetPolicy::cluster_default(),
+            watch_namespace: None,
         }
     }
 }
@@ -101,7 +105,11 @@ pub async fn run(
     readiness: Arc<Readiness>,
     shutdown: watch::Receiver<bool>,
 ) {
-    let inputs = inputs(&client, &config.namespace);
+    let inputs = inputs_in(
+        &client,
+        &config.namespace,
+        config.watch_namespace.as_deref(),
+    );
     run_with(client, config, inputs, leader, metrics, readiness, shutdown).await
 }
 

@@ -44,27 +44,19 @@ pub async fn run(
     loop {
         let leading = *leader.borrow_and_update();
         if leading && !todo.is_empty() && retry_at.is_none_or(|t| t <= Instant::now()) {
-            let mut failed = Vec::new();
-            for w in std::mem::take(&mut todo) {
-                if plans.has_changed().unwrap_or(false) {
-                    break; // a newer plan replaces what is left of this one
-                }
-                match send(&client, &w).await {
-                    Ok(()) => PeerMetrics::add(&metrics.writes, 1),
-                    Err(e) => {
-                        PeerMetrics::add(&metrics.write_errors, 1);
-                        let retry = worth_retrying(&e);
-                        if errors.should_log(&format!("{}: {e}", w.key())) {
-                            tracing::warn!(check = %w.key(), error = %e, retried = retry,
-                                "peer check write failed (logged once a minute per error)");
-                        }
-                        if retry {
-                            failed.push(w);
-                        }
-                    }
-                }
-            }
-            todo = failed;
+            let batch = send_all(
+                &client,
+                std::mem::take(&mut todo),
+                &plans,
+                &metrics,
+                &mut errors,
+            );
+            // A write that hangs never holds the process's shutdown back.
+            todo = tokio::select! {
+                biased;
+                _ = shutdown.changed() => return,
+                failed = batch => failed,
+            };
             retry_at = if todo.is_empty() {
                 backoff.reset();
                 None
@@ -93,6 +85,37 @@ pub async fn run(
             } => {}
         }
     }
+}
+
+/// Sends `writes` in order until a newer plan arrives; returns those to try again.
+async fn send_all(
+    client: &Client,
+    writes: Vec<PeerWrite>,
+    plans: &watch::Receiver<Vec<PeerWrite>>,
+    metrics: &PeerMetrics,
+    errors: &mut ErrorLog,
+) -> Vec<PeerWrite> {
+    let mut failed = Vec::new();
+    for w in writes {
+        if plans.has_changed().unwrap_or(false) {
+            break; // a newer plan replaces what is left of this one
+        }
+        match send(client, &w).await {
+            Ok(()) => PeerMetrics::add(&metrics.writes, 1),
+            Err(e) => {
+                PeerMetrics::add(&metrics.write_errors, 1);
+                let retry = worth_retrying(&e);
+                if errors.should_log(&format!("{}: {e}", w.key())) {
+                    tracing::warn!(check = %w.key(), error = %e, retried = retry,
+                        "peer check write failed (logged once a minute per error)");
+                }
+                if retry {
+                    failed.push(w);
+                }
+            }
+        }
+    }
+    failed
 }
 
 /// Whether a failed write is worth trying again: not when the server refuses the body (400,

@@ -144,6 +144,61 @@ def check_monitoring(docs):
             assert name in exported or base in exported, f"{name} (in {e!r}) is not a metric healthroute exports"
 
 
+def find(docs, kind, name):
+    for _, d in docs:
+        if d["kind"] == kind and d["metadata"]["name"] == name:
+            return d
+    return None
+
+
+def resolver_config(docs):
+    """The resolver's --config file, as the ConfigMap holds it, and the pod spec that mounts it."""
+    cm = find(docs, "ConfigMap", "hr-resolver-config")
+    assert cm, "no resolver ConfigMap"
+    pod = find(docs, "Deployment", "hr-resolver")["spec"]["template"]["spec"]
+    return yaml.safe_load(cm["data"]["healthroute.yaml"]), pod
+
+
+def check_resolver_config(docs, values):
+    """The resolver reads zones, peers and the exchange from its file; every key file it names
+    is an item of the projected volume mounted beside the file."""
+    config, pod = resolver_config(docs)
+    c = pod["containers"][0]
+    assert "--config=/etc/healthroute/healthroute.yaml" in c["args"], c["args"]
+    assert not [a for a in c["args"] if a.startswith("--zone")], "zones come from the file"
+    mount = next(m for m in c["volumeMounts"] if m["name"] == "config")
+    assert mount["mountPath"] == "/etc/healthroute" and mount["readOnly"], mount
+    assert config["zones"] == values["zones"], config
+    volume = next(v for v in pod["volumes"] if v["name"] == "config")["projected"]
+    files = {}
+    for source in volume["sources"]:
+        kind, ref = next(iter(source.items()))
+        for item in ref["items"]:
+            files[item["path"]] = (kind, ref["name"], item["key"])
+    assert files["healthroute.yaml"] == ("configMap", "hr-resolver-config", "healthroute.yaml"), files
+    peers = values.get("peers") or []
+    assert config.get("peers", []) == [
+        {"name": p["name"], "addresses": p["addresses"],
+         "keys": [{"name": k["name"], "algorithm": k.get("algorithm", "hmac-sha256"),
+                   "secretFile": f"keys/{k['secretName']}/{k['secretKey']}"} for k in p["keys"]]}
+        for p in peers], config
+    for p in peers:
+        for k in p["keys"]:
+            # secretFile is relative to the file's folder, the mount's root.
+            assert files[f"keys/{k['secretName']}/{k['secretKey']}"] == ("secret", k["secretName"], k["secretKey"]), files
+    ports = {(p["name"], p["containerPort"], p["protocol"]) for p in c["ports"]}
+    exchange = find(docs, "Service", "hr-resolver-exchange")
+    if peers:
+        port = values["exchange"]["port"]
+        assert config["exchange"] == {"listen": f"0.0.0.0:{port}"}, config
+        assert {("exchange", port, "UDP"), ("exchange-tcp", port, "TCP")} <= ports, ports
+        assert exchange, "no exchange Service"
+        assert {(p["port"], p["protocol"]) for p in exchange["spec"]["ports"]} == {(port, "UDP"), (port, "TCP")}
+    else:
+        assert "exchange" not in config and exchange is None, config
+        assert not [p for p in ports if p[0].startswith("exchange")], ports
+
+
 def main():
     expected = json.loads(sys.argv[1])
     lint = helm_python.lint(CHART, strict=True)
@@ -161,6 +216,8 @@ def main():
     assert "example.com:53 {" in notes and "forward ." in notes, notes
     svc = next(d for _, d in defaults if d["kind"] == "Service" and d["metadata"]["name"] == "hr-resolver")
     assert svc["spec"]["trafficDistribution"] == "PreferSameZone", svc["spec"]
+    check_resolver_config(defaults, {"zones": ["example.com"]})
+    assert find(defaults, "Service", "hr-resolver-public") is None
     off, _ = render({"resolver": {"service": {"trafficDistribution": ""}}})
     svc = next(d for _, d in off if d["kind"] == "Service" and d["metadata"]["name"] == "hr-resolver")
     assert "trafficDistribution" not in svc["spec"], svc["spec"]
@@ -182,10 +239,49 @@ def main():
     assert {p["protocol"] for p in svc["spec"]["ports"] if p["port"] == 53} == {"UDP", "TCP"}
     notes = next(v for k, v in out.items() if k.endswith("NOTES.txt"))
     assert "shop.example.com:53 {\n    forward . 10.96.0.53" in notes, notes
+    assert "--zone=shop.example.com" in args and "--zone=internal.example.org" in args, args
+
+    # Peers, the exchange and the resolvers for the outside.
+    check_resolver_config(docs, everything)
+    exchange = find(docs, "Service", "hr-resolver-exchange")
+    assert exchange["spec"]["type"] == "LoadBalancer" and exchange["spec"]["externalTrafficPolicy"] == "Local", exchange
+    assert exchange["metadata"]["annotations"] == {"example.com/scheme": "internal"}, exchange["metadata"]
+    assert exchange["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24"], exchange["spec"]
+    public = find(docs, "Service", "hr-resolver-public")
+    assert public["spec"]["type"] == "LoadBalancer" and public["spec"]["externalTrafficPolicy"] == "Local", public
+    assert public["spec"]["loadBalancerClass"] == "example.com/lb", public["spec"]
+    assert public["metadata"]["annotations"] == {"external-dns.alpha.kubernetes.io/hostname": "ns1.shop.example.com"}
+    assert {(p["port"], p["protocol"]) for p in public["spec"]["ports"]} == {(53, "UDP"), (53, "TCP"), (5300, "UDP"), (5300, "TCP")}
+    assert public["spec"]["selector"] == svc["spec"]["selector"], public["spec"]
+    resolver = find(docs, "Deployment", "hr-resolver")["spec"]["template"]
+    assert resolver["spec"]["securityContext"]["fsGroup"] == 65532, resolver["spec"]["securityContext"]
+    # The configuration rolls the pods when it changes.
+    other, _ = render({**everything, "peers": everything["peers"][:1]})
+    again = find(other, "Deployment", "hr-resolver")["spec"]["template"]
+    assert again["metadata"]["annotations"]["checksum/config"] != resolver["metadata"]["annotations"]["checksum/config"]
+    # Only DNS on the public Service unless asked; no exchange without peers.
+    dns_only, _ = render({**everything, "resolver": {**everything["resolver"], "publicService": {"enabled": True}}})
+    validate(dns_only)
+    public = find(dns_only, "Service", "hr-resolver-public")
+    assert {(p["port"], p["protocol"]) for p in public["spec"]["ports"]} == {(53, "UDP"), (53, "TCP")}, public
+    no_peers, _ = render({**everything, "peers": []})
+    validate(no_peers)
+    check_resolver_config(no_peers, {**everything, "peers": []})
 
     for bad in ({"zones": []}, {"operator": {"replicas": "two"}}, {"resolver": {"service": {"clusterIP": "not-an-ip"}}},
                 {"resolver": {"checker": {"allowCidrs": ["everything"]}}},
-                {"resolver": {"service": {"trafficDistribution": "SameZonePlease"}}}):
+                {"resolver": {"service": {"trafficDistribution": "SameZonePlease"}}},
+                {"peers": [{"name": "West_1", "addresses": ["192.0.2.1:5300"], "keys": [{"name": "k.", "secretName": "s", "secretKey": "k"}]}]},
+                {"peers": [{"name": "west", "addresses": [], "keys": [{"name": "k.", "secretName": "s", "secretKey": "k"}]}]},
+                {"peers": [{"name": "west", "addresses": ["192.0.2.1:5300"], "keys": [
+                    {"name": f"k{i}.", "secretName": "s", "secretKey": f"k{i}"} for i in range(3)]}]},
+                {"peers": [{"name": "west", "addresses": ["192.0.2.1:5300"], "keys": [{"name": "k.", "secret": "c2VjcmV0"}]}]},
+                {"peers": [{"name": "west", "addresses": ["192.0.2.1:5300"], "keys": [
+                    {"name": "k.", "secretName": "s", "secretKey": "k", "algorithm": "hmac-md5"}]}]},
+                {"zones": [{"name": "example.com", "nameservers": [{"name": "ns1.example.com.", "addresses": ["not an ip"]}]}]},
+                {"zones": [{"name": "example.com", "glue": []}]},
+                {"exchange": {"port": 70000}},
+                {"resolver": {"publicService": {"loadBalancerSourceRanges": ["everywhere"]}}}):
         try:
             render(bad)
         except helm_python.HelmError:

@@ -1,8 +1,8 @@
 //! healthroute's control plane, the operator: it watches the cluster's objects into the
 //! compiler ([`index`], [`controller`]), and as the elected leader ([`leader`]) publishes the
-//! compiled table ([`publish`]), writes every status and Event ([`status`]) and evaluates the
-//! Metric checks. Each component's numbers are in [`metrics`]; whether the replica is ready,
-//! in [`readiness`].
+//! compiled table ([`publish`]), writes every status and Event ([`status`]), creates the
+//! Peer checks that peer sources need ([`peers`]) and evaluates the Metric checks. Each
+//! component's numbers are in [`metrics`]; whether the replica is ready, in [`readiness`].
 //!
 //! The API types, the compiler and the checker are crates of their own
 //! (`healthroute-api`, `healthroute-compiler`, `healthroute-checker`), shared with the
@@ -15,6 +15,7 @@ pub mod error;
 pub mod index;
 pub mod leader;
 pub mod metrics;
+pub mod peers;
 pub mod publish;
 pub mod rbac;
 pub mod readiness;

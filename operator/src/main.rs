@@ -35,6 +35,11 @@ struct Args {
     /// Namespace of the table ConfigMaps, the leader Lease and the checker Leases.
     #[arg(long, env = "POD_NAMESPACE", default_value = "healthroute")]
     namespace: String,
+    /// Compile only the RecordGroups, HealthChecks, ZonalShifts, Services and EndpointSlices
+    /// of this namespace (default: every namespace). Two installations in two namespaces of
+    /// one cluster then stay apart, as two clusters would.
+    #[arg(long = "watch-namespace", value_name = "NAMESPACE")]
+    watch_namespace: Option<String>,
     /// This replica's identity in the leader election.
     #[arg(long, env = "POD_NAME", default_value = "healthroute-operator")]
     identity: String,
@@ -165,6 +170,7 @@ async fn run(args: Args) -> Result<(), Error> {
             policy.deny.extend(args.metric_deny.iter().copied());
             policy
         },
+        watch_namespace: args.watch_namespace.clone(),
         ..Config::new(args.namespace.clone(), zones)
     };
     let control = tokio::spawn(

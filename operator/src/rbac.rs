@@ -15,8 +15,9 @@ pub struct Access {
 
 const READ: &[&str] = &["get", "list", "watch"];
 
-/// The operator: watches everything it compiles, writes status, publishes the table
-/// (server-side apply creates or patches ConfigMaps), and holds the leader Lease.
+/// The operator: watches everything it compiles, writes status, creates and deletes the
+/// Peer checks peer sources need (X4), publishes the table (server-side apply creates or
+/// patches ConfigMaps), and holds the leader Lease.
 pub const OPERATOR: &[Access] = &[
     Access {
         api_group: "healthroute.io",
@@ -24,10 +25,12 @@ pub const OPERATOR: &[Access] = &[
         verbs: READ,
         cluster: true,
     },
+    // Peer checks (X4): server-side apply creates (create) and updates (patch) them; the
+    // leader deletes the ones no group needs any more.
     Access {
         api_group: "healthroute.io",
         resource: "healthchecks",
-        verbs: READ,
+        verbs: &["get", "list", "watch", "create", "patch", "delete"],
         cluster: true,
     },
     Access {

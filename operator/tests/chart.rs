@@ -1,6 +1,8 @@
 //! The Helm chart: its CRDs are the generated ones, and the chart tests (lint, render with
 //! defaults and with every option, Kubernetes schema validation, values schema, RBAC exactly
-//! as `rbac.rs` lists) pass. The Python part needs `helm-python-sdk`, `kubernetes-validate`
+//! as `rbac.rs` lists; the resolver's `--config` file with its zones, peers and exchange, each
+//! key file it names mounted from its Secret, the exchange and public LoadBalancer Services)
+//! pass. The Python part needs `helm-python-sdk`, `kubernetes-validate`
 //! and PyYAML (installed by .ci/run); without them it is skipped with the reason printed.
 
 use std::path::PathBuf;

@@ -13,10 +13,31 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
 {{- end -}}
 
+{{- /* A zone's name: zones are names, or objects {name, nameservers, soa} (D12). */ -}}
+{{- define "healthroute.zoneName" -}}
+{{- if kindIs "map" . }}{{ .name }}{{ else }}{{ . }}{{ end -}}
+{{- end -}}
+
 {{- define "healthroute.zoneArgs" -}}
 {{- range .Values.zones }}
-            - --zone={{ . }}
+            - --zone={{ include "healthroute.zoneName" . }}
 {{- end }}
+{{- end -}}
+
+{{- /* The Secrets that hold the peers' TSIG keys: {secretName: [secretKey, ...]}, as JSON. */ -}}
+{{- define "healthroute.keySecrets" -}}
+{{- $secrets := dict -}}
+{{- range .Values.peers }}
+{{- range .keys }}
+{{- $_ := set $secrets .secretName (append (get $secrets .secretName | default list) .secretKey | uniq) -}}
+{{- end }}
+{{- end }}
+{{- toJson $secrets -}}
+{{- end -}}
+
+{{- /* Whether the resolvers answer peers on the exchange listener. */ -}}
+{{- define "healthroute.exchange" -}}
+{{- if and .Values.peers .Values.exchange.enabled }}true{{ end -}}
 {{- end -}}
 
 {{- define "healthroute.securityContext" -}}

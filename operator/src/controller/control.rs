@@ -1,7 +1,8 @@
 //! The control loop's state and what each input does to it: watch events into the index,
-//! leadership terms, the publisher's feedback, the Metric-check evaluator, compiles, and the
-//! periodic status re-check. What each object's status says is the status module's
-//! ([`Ledger`]); this file decides when.
+//! leadership terms, the publisher's feedback, the Metric-check evaluator, compiles, the
+//! Peer checks' plan, and the periodic status re-check. What each object's status says is
+//! the status module's ([`Ledger`]), which Peer checks exist the peers module's
+//! ([`PeerChecks`]); this file decides when.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -13,6 +14,7 @@ use tokio::sync::watch;
 use super::Config;
 use crate::index::{Index, Input};
 use crate::metrics::ControlMetrics;
+use crate::peers::PeerChecks;
 use crate::publish::{PublishFeedback, PublishRequest};
 use crate::readiness::Readiness;
 use crate::status::Ledger;
@@ -32,6 +34,8 @@ pub(super) struct Control {
     requests: watch::Sender<PublishRequest>,
     /// The term's statuses, to the status writer.
     statuses: Ledger,
+    /// The Peer checks the groups need (X4), planned after compiles while leading.
+    peers: PeerChecks,
     metrics: Arc<ControlMetrics>,
     readiness: Arc<Readiness>,
 }
@@ -42,6 +46,7 @@ impl Control {
         evaluator: Option<Checker>,
         requests: watch::Sender<PublishRequest>,
         statuses: Ledger,
+        peers: PeerChecks,
         metrics: Arc<ControlMetrics>,
         readiness: Arc<Readiness>,
     ) -> Self {
@@ -52,6 +57,7 @@ impl Control {
             terms: 0,
             requests,
             statuses,
+            peers,
             metrics,
             readiness,
         }
@@ -136,6 +142,11 @@ impl Control {
 
     pub(super) fn apply(&mut self, input: Input) {
         let check = matches!(input, Input::Check(_));
+        match input {
+            Input::Group(_) => self.peers.group_changed(),
+            Input::Check(_) => self.peers.check_changed(),
+            _ => {}
+        }
         self.index.apply(input);
         self.metrics.events.fetch_add(1, Ordering::Relaxed);
         if check && self.term != 0 {
@@ -149,6 +160,7 @@ impl Control {
         self.readiness.set_leader(is_leader);
         self.readiness.set_publish_error(None);
         self.statuses.new_term(is_leader);
+        self.peers.new_term(is_leader);
         if is_leader {
             self.terms += 1;
             self.term = self.terms;
@@ -212,7 +224,12 @@ impl Control {
         m.table_groups
             .store(table.groups.len() as u64, Ordering::Relaxed);
         self.export_gauges();
-        if self.term == 0 || !self.statuses.seeded() {
+        if self.term == 0 {
+            return;
+        }
+        // Off the table's path: the plan goes to its own writer (P7).
+        self.peers.after_compile(&self.index);
+        if !self.statuses.seeded() {
             return;
         }
         let floor = self.index.highest_served_generation();

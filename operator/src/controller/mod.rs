@@ -10,6 +10,8 @@
 //!      status of each changed object, judged against what is *published* (P5)
 //!                 ──▶ status::Ledger ──▶ StatusQueue ──▶ status writer task ──▶ /status, Events
 //!      every status_recheck: each object's watched status against what would be written
+//!      Peer checks the groups need (X4) vs the watched HealthChecks
+//!                 ──▶ PeerChecks ──watch (newest plan)──▶ peer-check writer ──▶ SSA / DELETE
 //! ```
 //!
 //! A new leadership term starts with the publisher reading back the published table: the
@@ -23,14 +25,14 @@
 //! ```
 //!
 //! Beside it: the index ([`crate::index`]), the table publisher ([`crate::publish`]), the
-//! statuses and their writer ([`crate::status`]), the metrics ([`crate::metrics`]) and the
+//! statuses and their writer ([`crate::status`]), the Peer checks ([`crate::peers`]), the metrics ([`crate::metrics`]) and the
 //! readiness ([`crate::readiness`]).
 
 mod control;
 mod watches;
 
 use control::Control;
-pub use watches::inputs;
+pub use watches::{inputs, inputs_in};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,6 +46,7 @@ use tracing::Instrument;
 
 pub use crate::index::{Index, Input};
 pub use crate::metrics::OperatorMetrics;
+use crate::peers::{self, PeerChecks};
 use crate::publish::{PublishRequest, Publisher};
 pub use crate::readiness::Readiness;
 use crate::status::{self, Ledger, StatusQueue, WriterConfig};
@@ -71,6 +74,9 @@ pub struct Config {
     pub status_recheck: Duration,
     /// Where the leader's Metric-check evaluator may connect (H15, as H12 for checkers).
     pub metric_policy: TargetPolicy,
+    /// Compile only the objects of this namespace (`--watch-namespace`); every namespace's
+    /// when `None`.
+    pub watch_namespace: Option<String>,
 }
 
 impl Config {
@@ -85,6 +91,7 @@ impl Config {
             status: WriterConfig::default(),
             status_recheck: STATUS_RECHECK,
             metric_policy: TargetPolicy::cluster_default(),
+            watch_namespace: None,
         }
     }
 }
@@ -98,7 +105,11 @@ pub async fn run(
     readiness: Arc<Readiness>,
     shutdown: watch::Receiver<bool>,
 ) {
-    let inputs = inputs(&client, &config.namespace);
+    let inputs = inputs_in(
+        &client,
+        &config.namespace,
+        config.watch_namespace.as_deref(),
+    );
     run_with(client, config, inputs, leader, metrics, readiness, shutdown).await
 }
 
@@ -155,11 +166,25 @@ pub async fn run_with(
     evaluator.metrics = metrics.metric_evaluator.clone();
     evaluator.start_heartbeat(Duration::from_secs(1));
 
+    // X4: the Peer checks the groups need, written by their own leader-gated task.
+    let (plans_tx, plans) = watch::channel(Vec::new());
+    let peer_writer_task = tokio::spawn(
+        peers::run_writer(
+            client.clone(),
+            plans,
+            writer_leader_tx.subscribe(),
+            metrics.peers.clone(),
+            shutdown.clone(),
+        )
+        .instrument(tracing::info_span!("peer_check_writer")),
+    );
+
     let mut control = Control::new(
         &config,
         Some(evaluator),
         requests_tx,
         Ledger::new(queue, metrics.status.clone()),
+        PeerChecks::new(plans_tx, metrics.peers.clone()),
         metrics.control.clone(),
         readiness,
     );
@@ -238,4 +263,5 @@ pub async fn run_with(
     drop(control); // closes the publisher's requests
     let _ = publisher_task.await;
     let _ = writer_task.await;
+    let _ = peer_writer_task.await;
 }

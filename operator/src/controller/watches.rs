@@ -14,8 +14,29 @@ use healthroute_admin::retry::{Backoff, ErrorLog};
 use healthroute_api::CHECKER_LABEL;
 use healthroute_api::{HealthCheck, RecordGroup, ZonalShift};
 
-/// Every watch the operator needs, merged into one stream.
+/// Every watch the operator needs, merged into one stream: the objects it compiles in every
+/// namespace, the checker Leases in `namespace`.
 pub fn inputs(client: &Client, namespace: &str) -> impl Stream<Item = Input> + Send + use<> {
+    inputs_in(client, namespace, None)
+}
+
+/// [`inputs`], with the objects it compiles (RecordGroups, HealthChecks, ZonalShifts,
+/// EndpointSlices, Services) watched only in `watched` when it is given.
+pub fn inputs_in(
+    client: &Client,
+    namespace: &str,
+    watched: Option<&str>,
+) -> impl Stream<Item = Input> + Send + use<> {
+    fn api<K>(client: &Client, watched: Option<&str>) -> Api<K>
+    where
+        K: kube::Resource<Scope = kube::core::NamespaceResourceScope>,
+        K::DynamicType: Default,
+    {
+        match watched {
+            Some(ns) => Api::namespaced(client.clone(), ns),
+            None => Api::all(client.clone()),
+        }
+    }
     fn w<K>(
         api: Api<K>,
         cfg: watcher::Config,
@@ -52,31 +73,31 @@ pub fn inputs(client: &Client, namespace: &str) -> impl Stream<Item = Input> + S
     let all = watcher::Config::default();
     futures::stream::select_all(vec![
         w(
-            Api::<RecordGroup>::all(client.clone()),
+            api::<RecordGroup>(client, watched),
             all.clone(),
             "RecordGroup",
             Input::Group,
         ),
         w(
-            Api::<HealthCheck>::all(client.clone()),
+            api::<HealthCheck>(client, watched),
             all.clone(),
             "HealthCheck",
             Input::Check,
         ),
         w(
-            Api::<ZonalShift>::all(client.clone()),
+            api::<ZonalShift>(client, watched),
             all.clone(),
             "ZonalShift",
             Input::Shift,
         ),
         w(
-            Api::<EndpointSlice>::all(client.clone()),
+            api::<EndpointSlice>(client, watched),
             watcher::Config::default().labels("kubernetes.io/service-name"),
             "EndpointSlice",
             Input::Slice,
         ),
         w(
-            Api::<Service>::all(client.clone()),
+            api::<Service>(client, watched),
             all,
             "Service",
             Input::Service,

@@ -1,15 +1,17 @@
 //! The operator's metrics, one set per component, each its own collector in the process's
 //! prometheus-client registry: the control loop ([`ControlMetrics`]), the table publisher
-//! ([`PublisherMetrics`]), the status path ([`StatusMetrics`]) and the leader's Metric-check
-//! evaluator (the checker crate's `CheckerMetrics`, exported as the checker
-//! `metric-evaluator`). The numbers are atomics updated where the work happens and read at
-//! each scrape. Whether the replica is ready is not a number: see [`crate::readiness`].
+//! ([`PublisherMetrics`]), the status path ([`StatusMetrics`]), the Peer checks
+//! ([`PeerMetrics`]) and the leader's Metric-check evaluator (the checker crate's
+//! `CheckerMetrics`, exported as the checker `metric-evaluator`). The numbers are atomics
+//! updated where the work happens and read at each scrape. Whether the replica is ready is not a number: see [`crate::readiness`].
 
 mod control;
+mod peers;
 mod publisher;
 mod status;
 
 pub use control::{ControlMetrics, ShiftExpiry};
+pub use peers::PeerMetrics;
 pub use publisher::PublisherMetrics;
 pub use status::StatusMetrics;
 
@@ -25,6 +27,8 @@ pub struct OperatorMetrics {
     pub control: Arc<ControlMetrics>,
     pub publisher: Arc<PublisherMetrics>,
     pub status: Arc<StatusMetrics>,
+    /// The Peer checks the leader creates (X4).
+    pub peers: Arc<PeerMetrics>,
     /// The leader's Metric-check evaluator (H14).
     pub metric_evaluator: Arc<CheckerMetrics>,
 }
@@ -35,6 +39,7 @@ impl OperatorMetrics {
         registry.register_collector(Box::new(self.control.clone()));
         registry.register_collector(Box::new(self.publisher.clone()));
         registry.register_collector(Box::new(self.status.clone()));
+        registry.register_collector(Box::new(self.peers.clone()));
         registry.register_collector(Box::new(CheckerCollector {
             checker: METRIC_EVALUATOR.into(),
             metrics: self.metric_evaluator.clone(),
@@ -132,6 +137,28 @@ mod tests {
                     "missing {line:?} in\n{text}"
                 );
             }
+        }
+    }
+
+    // SEM-X4: the Peer checks' families, named and typed.
+    #[test]
+    fn the_peer_check_families_are_exported() {
+        let metrics = OperatorMetrics::default();
+        metrics.peers.checks.store(2, Ordering::Relaxed);
+        let mut registry = Registry::default();
+        metrics.register(&mut registry);
+        let text = encode(&registry);
+        for line in [
+            "# TYPE healthroute_operator_peer_check_writes_total counter",
+            "# TYPE healthroute_operator_peer_check_write_errors_total counter",
+            "# TYPE healthroute_operator_peer_checks gauge",
+            "healthroute_operator_peer_checks 2",
+            "# TYPE healthroute_operator_peer_check_writes_pending gauge",
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "missing {line:?} in\n{text}"
+            );
         }
     }
 }

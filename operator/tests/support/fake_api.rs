@@ -1,6 +1,6 @@
 //! An API server stand-in behind a `tower-test` mock: it keeps the table ConfigMaps, records
-//! every request with the time it arrived, and answers status and table writes as a test
-//! says (at once, after a delay, with an error, or never).
+//! every request with the time it arrived, and answers status, table and HealthCheck writes
+//! as a test says (at once, after a delay, with an error, or never).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -43,6 +43,12 @@ impl Seen {
     pub fn is_status_write(&self) -> bool {
         self.method == "PATCH" && self.path.contains("/status?")
     }
+    /// A write of a HealthCheck itself (not its status): the operator's Peer checks.
+    pub fn is_check_write(&self) -> bool {
+        self.method != "GET"
+            && self.path.contains("/healthchecks/")
+            && !self.path.contains("/status?")
+    }
     pub fn is_event(&self) -> bool {
         self.method == "POST" && self.path.contains("/events")
     }
@@ -67,6 +73,8 @@ struct State {
 pub struct Settings {
     pub tables: Answer,
     pub statuses: Answer,
+    /// Writes of HealthChecks themselves (the operator's Peer checks).
+    pub checks: Answer,
     /// Every write is answered after this long.
     pub write_delay: Duration,
 }
@@ -76,6 +84,7 @@ impl Default for Settings {
         Settings {
             tables: Answer::Ok,
             statuses: Answer::Ok,
+            checks: Answer::Ok,
             write_delay: Duration::ZERO,
         }
     }
@@ -215,9 +224,11 @@ impl FakeApi {
         if is_write && !settings.write_delay.is_zero() {
             tokio::time::sleep(settings.write_delay).await;
         }
+        let is_check = path.contains("/healthchecks/");
         let answer = match (is_write, is_table, path.contains("/status?")) {
             (true, true, _) => settings.tables,
             (true, false, true) => settings.statuses,
+            (true, false, false) if is_check => settings.checks,
             _ => Answer::Ok,
         };
         match answer {
@@ -281,6 +292,11 @@ impl FakeApi {
                     &json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
                 );
             }
+            "DELETE" if is_check => reply(
+                send,
+                200,
+                &json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
+            ),
             "PATCH" | "POST" => {
                 let mut obj = body.clone();
                 if obj["metadata"].is_null() {

@@ -353,6 +353,9 @@ pub enum NotStartedReason {
     NoZone,
     /// A practice run is running already.
     AlreadyRunning,
+    /// The `healthroute.io/practice-run` annotation holds neither `start[:id]` nor
+    /// `cancel[:id]`.
+    InvalidRequest,
 }
 
 impl NotStartedReason {
@@ -369,6 +372,7 @@ impl NotStartedReason {
             NotStartedReason::CustomerShiftActive => "CustomerShiftActive",
             NotStartedReason::NoZone => "NoZone",
             NotStartedReason::AlreadyRunning => "AlreadyRunning",
+            NotStartedReason::InvalidRequest => "InvalidRequest",
         }
     }
 }

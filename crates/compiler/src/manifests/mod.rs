@@ -6,13 +6,14 @@
 //! lengths by the generated OpenAPI schema, and the cross-field rules by the same CEL
 //! expressions the CRDs carry. A bad file is reported with the file, the object and the field
 //! at fault. Services (for `addresses: ClusterIP`) and `discovery.k8s.io/v1` EndpointSlices
-//! (as `kubectl get endpointslices -o yaml` writes them) supply pod readiness. Other kinds are
+//! (as `kubectl get endpointslices -o yaml` writes them) supply pod readiness, and Nodes (as
+//! `kubectl get nodes -o yaml` writes them) their zone and readiness (AS3). Other kinds are
 //! skipped with a warning; `healthroute.yaml` is the standalone configuration, not a manifest.
 //!
 //! ```text
 //!   files.rs     the directory, its files, the YAML stream as kubectl reads it, each object typed
 //!   validate.rs  the CRD's OpenAPI bounds and CEL rules, as the API server checks them
-//!   convert.rs   objects to the compiler's inputs (groups, Services' endpoints)
+//!   convert.rs   objects to the compiler's inputs (groups, Services' endpoints, Nodes)
 //! ```
 
 mod convert;
@@ -23,14 +24,15 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::Compiler;
+use crate::autoshift::{AutoshiftInput, NodeInput};
 use crate::error::Error;
 use crate::health::CheckInput;
 use crate::inputs::{GroupInput, ServiceEndpoints};
 use crate::shift::ShiftInput;
-use healthroute_api::{HealthCheck, ObjectKey, RecordGroup, ZonalShift};
+use healthroute_api::{HealthCheck, ObjectKey, RecordGroup, ZonalAutoshift, ZonalShift};
 
 pub use crate::error::ManifestError;
-pub use convert::{cluster_ips, endpoints_from_slices, group_input};
+pub use convert::{ZONE_LABEL, cluster_ips, endpoints_from_slices, group_input, node_input};
 use files::Loader;
 pub use files::yaml_options;
 
@@ -53,7 +55,10 @@ pub struct Manifests {
     pub groups: BTreeMap<ObjectKey, RecordGroup>,
     pub checks: BTreeMap<ObjectKey, HealthCheck>,
     pub shifts: BTreeMap<ObjectKey, ZonalShift>,
+    pub autoshifts: BTreeMap<ObjectKey, ZonalAutoshift>,
     pub services: BTreeMap<ObjectKey, ServiceEndpoints>,
+    /// Nodes by name (cluster-scoped).
+    pub nodes: BTreeMap<String, NodeInput>,
     /// Kinds that were skipped, and similar notes worth a log line.
     pub warnings: Vec<String>,
 }
@@ -105,6 +110,16 @@ impl Manifests {
                 compiler.delete_shift(k);
             }
             for k in prev
+                .autoshifts
+                .iter()
+                .filter(|k| !self.autoshifts.contains_key(*k))
+            {
+                compiler.delete_autoshift(k);
+            }
+            for n in prev.nodes.iter().filter(|n| !self.nodes.contains_key(*n)) {
+                compiler.delete_node(n);
+            }
+            for k in prev
                 .services
                 .iter()
                 .filter(|k| !self.services.contains_key(*k))
@@ -116,7 +131,9 @@ impl Manifests {
             groups: self.groups.keys().cloned().collect(),
             checks: self.checks.keys().cloned().collect(),
             shifts: self.shifts.keys().cloned().collect(),
+            autoshifts: self.autoshifts.keys().cloned().collect(),
             services: self.services.keys().cloned().collect(),
+            nodes: self.nodes.keys().cloned().collect(),
         };
         for (k, g) in self.groups {
             let created = g.metadata.creation_timestamp.as_ref().map(|t| t.0);
@@ -145,6 +162,12 @@ impl Manifests {
                 },
             );
         }
+        for (k, a) in self.autoshifts {
+            compiler.upsert_autoshift(k, AutoshiftInput::from_object(&a));
+        }
+        for (name, node) in self.nodes {
+            compiler.upsert_node(name, node);
+        }
         for (k, e) in self.services {
             compiler.upsert_service(k, e);
         }
@@ -158,7 +181,9 @@ pub struct AppliedKeys {
     pub groups: Vec<ObjectKey>,
     pub checks: Vec<ObjectKey>,
     pub shifts: Vec<ObjectKey>,
+    pub autoshifts: Vec<ObjectKey>,
     pub services: Vec<ObjectKey>,
+    pub nodes: Vec<String>,
 }
 
 #[cfg(test)]

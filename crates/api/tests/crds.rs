@@ -180,9 +180,11 @@ fn zonal_autoshift_cel_rules() {
     assert_eq!(
         errors(
             &schema,
-            zas(json!({"target": {"recordGroup": "api"}, "autoshift": "Enabled",
+            zas(
+                json!({"target": {"recordGroup": "api"}, "autoshift": "Enabled",
                 "detection": {"holdTime": "5s", "zoneAlarms": [{"zone": "zone-a", "healthCheck": "net-a"}]},
-                "practiceRun": practice}))
+                "practiceRun": practice})
+            )
         ),
         Vec::<String>::new()
     );

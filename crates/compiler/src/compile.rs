@@ -256,7 +256,9 @@ impl Compiler {
                 .take_while(|(k, _)| k.namespace == key.namespace)
                 .filter(|(k, _)| **k != key)
                 .find(|(k, other)| {
-                    self.engines.get(*k).is_some_and(|e| e.autoshift_zone().is_some())
+                    self.engines
+                        .get(*k)
+                        .is_some_and(|e| e.autoshift_zone().is_some())
                         && targeted.iter().any(|g| {
                             self.groups.get(*g).is_some_and(|gi| {
                                 shift::target_matches(&other.spec.target, &g.name, &gi.labels)

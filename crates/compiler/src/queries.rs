@@ -6,9 +6,8 @@
 use std::sync::Arc;
 
 use healthroute_api::{
-    AppliedStatus, CheckerView, EngineShiftStatus, ObjectKey, RecordGroupStatus,
-    ShiftGroupStatus, ShiftState, ShiftTarget, ShiftType, ZonalAutoshiftStatus,
-    ZonalShiftStatus,
+    AppliedStatus, CheckerView, EngineShiftStatus, ObjectKey, RecordGroupStatus, ShiftGroupStatus,
+    ShiftState, ShiftTarget, ShiftType, ZonalAutoshiftStatus, ZonalShiftStatus,
 };
 use healthroute_table::{RoutingTable, Selection, Value};
 use jiff::Timestamp;

@@ -46,7 +46,11 @@ pub struct GroupZoneHealth {
 impl GroupZoneHealth {
     pub fn add(&mut self, zone: Option<&Arc<str>>, healthy: bool, capacity: f64) {
         match zone {
-            Some(z) => self.zones.entry(z.clone()).or_default().add(healthy, capacity),
+            Some(z) => self
+                .zones
+                .entry(z.clone())
+                .or_default()
+                .add(healthy, capacity),
             None => self.zoneless.add(healthy, capacity),
         }
     }
@@ -166,9 +170,7 @@ pub fn detect(
                     reasons.push(format!("zone alarm {check} is in ALARM"));
                 }
                 Some(false) => {}
-                None => blocked.push(format!(
-                    "zone alarm {check} for {z} names no HealthCheck"
-                )),
+                None => blocked.push(format!("zone alarm {check} for {z} names no HealthCheck")),
             }
         }
         // (c) Nodes.
@@ -218,7 +220,7 @@ pub fn capacity_check(
     percent: u32,
 ) -> Result<(), String> {
     for (key, g) in groups {
-        if !g.zones.get(zone).is_some_and(|z| z.values > 0) {
+        if g.zones.get(zone).is_none_or(|z| z.values == 0) {
             continue;
         }
         let total = g.capacity();

@@ -418,20 +418,19 @@ impl Engine {
             }
             let since = *a.healthy_since.get_or_insert(now);
             let back = since + settings.hold;
-            if now >= back {
-                let message = format!(
-                    "{} has been healthy since {since} ({} hold time)",
-                    a.zone, settings.hold
-                );
-                self.end_autoshift(config, now, &message, events);
-                self.message = message;
-            } else {
+            if now < back {
                 self.message = format!(
                     "{} healthy again since {since}: traffic returns at {back} unless it fails first",
                     a.zone
                 );
+                return;
             }
-            return;
+            let message = format!(
+                "{} has been healthy since {since} ({} hold time)",
+                a.zone, settings.hold
+            );
+            self.end_autoshift(config, now, &message, events);
+            // Another zone impaired meanwhile may be shifted away from now (below).
         }
         let impaired: Vec<&Verdict> = verdicts.iter().filter(|v| v.detection.impaired).collect();
         match impaired.as_slice() {
@@ -562,7 +561,10 @@ impl Engine {
     ) -> Option<(PracticeRunOutcome, String)> {
         let run = self.practice.as_ref()?;
         use PracticeRunOutcome::{Failed, Interrupted, Succeeded};
-        if let Some(r) = request.as_ref().filter(|r| r.action == RequestAction::Cancel) {
+        if let Some(r) = request
+            .as_ref()
+            .filter(|r| r.action == RequestAction::Cancel)
+        {
             return Some((Interrupted, format!("cancelled ({})", r.value)));
         }
         let Some(p) = &settings.practice else {
@@ -792,7 +794,9 @@ impl Engine {
         ] {
             for alarm in alarms {
                 match (obs.alarm)(alarm) {
-                    Some(true) => return Err((reason, format!("{kind} alarm {alarm} is in ALARM"))),
+                    Some(true) => {
+                        return Err((reason, format!("{kind} alarm {alarm} is in ALARM")));
+                    }
                     Some(false) => {}
                     None => {
                         return Err((

@@ -249,7 +249,9 @@ mod tests {
         // A week later, the same window.
         assert!(c.check(at("2026-12-07T10:10:00Z"), mins(5)).is_err());
         // Running into a blocked date from the day before.
-        let e = c.check(at("2026-12-01T23:50:00Z"), mins(30)).expect_err("date");
+        let e = c
+            .check(at("2026-12-01T23:50:00Z"), mins(30))
+            .expect_err("date");
         assert_eq!(e.0, NotStartedReason::BlockedDate);
         assert!(e.1.contains("2026-12-02"), "{}", e.1);
 
@@ -268,9 +270,15 @@ mod tests {
     fn the_first_fit_steps_to_where_a_bar_lifts() {
         let c = cal(&["2026-12-01"], &["Mon:10:00-Mon:10:30"], &[]);
         let from = at("2026-11-30T09:50:00Z");
-        assert_eq!(c.first_fit(from, mins(30)), Some(at("2026-11-30T10:30:00Z")));
+        assert_eq!(
+            c.first_fit(from, mins(30)),
+            Some(at("2026-11-30T10:30:00Z"))
+        );
         let from = at("2026-11-30T23:50:00Z");
-        assert_eq!(c.first_fit(from, mins(30)), Some(at("2026-12-02T00:00:00Z")));
+        assert_eq!(
+            c.first_fit(from, mins(30)),
+            Some(at("2026-12-02T00:00:00Z"))
+        );
 
         let c = cal(&[], &[], &["Wed:09:00-Wed:17:00", "Fri:09:00-Fri:10:00"]);
         assert_eq!(

@@ -418,6 +418,58 @@ spec: {awayFrom: zone-b, target: {recordGroup: api}, expiresIn: 100h}
         );
     }
 
+    // SEM-AS1 SEM-AS3 SEM-AS10: a ZonalAutoshift is checked like the API server would check
+    // it, its request read from the annotation; Nodes give their zone and readiness.
+    #[test]
+    fn autoshifts_and_nodes_are_read() {
+        let text = r#"
+apiVersion: healthroute.io/v1alpha1
+kind: ZonalAutoshift
+metadata:
+  name: fleet
+  namespace: shop
+  annotations: {healthroute.io/practice-run: "start:1", healthroute.io/practice-run-zone: zone-b}
+spec:
+  target: {selector: {matchLabels: {tier: frontend}}}
+  autoshift: Enabled
+  practiceRun:
+    outcomeAlarms: [{name: errors}]
+    blockedWindows: ["Mon:10:00-Mon:10:30"]
+---
+apiVersion: v1
+kind: Node
+metadata: {name: n1, labels: {topology.kubernetes.io/zone: zone-a}}
+status:
+  conditions: [{type: Ready, status: "True"}, {type: DiskPressure, status: "False"}]
+---
+apiVersion: v1
+kind: Node
+metadata: {name: n2, labels: {topology.kubernetes.io/zone: zone-a}}
+status:
+  conditions: [{type: Ready, status: Unknown}]
+"#;
+        let m = load(text).expect("loads");
+        let a = &m.autoshifts[&ObjectKey::new("shop", "fleet")];
+        let input = AutoshiftInput::from_object(a);
+        let request = input.request.expect("reads").expect("a request");
+        assert_eq!(
+            (request.value.as_str(), request.zone.as_deref()),
+            ("start:1", Some("zone-b"))
+        );
+        assert!(m.nodes["n1"].ready && !m.nodes["n2"].ready);
+        assert_eq!(m.nodes["n2"].zone.as_deref(), Some("zone-a"));
+
+        let bad = text.replace("Mon:10:00-Mon:10:30", "Monday 10:00");
+        let errs = load(&bad).expect_err("rejected").to_string();
+        assert!(
+            errs.contains("ZonalAutoshift shop/fleet") && errs.contains("blockedWindows"),
+            "{errs}"
+        );
+        let enabled_alone = "apiVersion: healthroute.io/v1alpha1\nkind: ZonalAutoshift\nmetadata: {name: x, namespace: shop}\nspec: {target: {recordGroup: api}, autoshift: Enabled}\n";
+        let errs = load(enabled_alone).expect_err("rejected").to_string();
+        assert!(errs.contains("requires a practiceRun"), "{errs}");
+    }
+
     #[test]
     fn duplicates_and_garbage_are_errors() {
         let twice = format!("{GOOD}\n---\n{}", GOOD.split("---").next().unwrap_or(""));

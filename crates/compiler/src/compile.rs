@@ -108,9 +108,16 @@ impl Compiler {
                 .filter_map(Engine::wake)
                 .any(|t| t <= now);
         if !self.autoshifts.is_empty() && engines_read_changes {
-            self.step_engines(now, &mut report);
-            while let Some(key) = self.dirty.pop_first() {
-                self.ensure(&key, now, &mut BTreeSet::new(), &mut report);
+            // A configuration's shifts can hold another back (AS7) or end its run (AS9): when
+            // one changed, the others step once more on the new shifts.
+            for _ in 0..2 {
+                let shifted = self.step_engines(now, &mut report);
+                while let Some(key) = self.dirty.pop_first() {
+                    self.ensure(&key, now, &mut BTreeSet::new(), &mut report);
+                }
+                if !shifted || self.autoshifts.len() < 2 {
+                    break;
+                }
             }
         }
         self.autoshift_dirty = false;
@@ -206,7 +213,9 @@ impl Compiler {
 
     /// One step of every ZonalAutoshift's engine (AS3-AS10), with what it reads: its targeted
     /// groups' zone health, the Nodes, its namespace's alarms, the shifts on its groups.
-    fn step_engines(&mut self, now: Timestamp, report: &mut CompileReport) {
+    /// Returns whether any configuration's shifts changed.
+    fn step_engines(&mut self, now: Timestamp, report: &mut CompileReport) -> bool {
+        let mut shifted = false;
         let mut nodes: BTreeMap<String, NodeCount> = BTreeMap::new();
         for node in self.nodes.values() {
             if let Some(zone) = &node.zone {
@@ -292,8 +301,10 @@ impl Compiler {
             if before != after {
                 let target = input.spec.target.clone();
                 self.dirty_targets(&key.namespace, &target);
+                shifted = true;
             }
         }
+        shifted
     }
 
     /// How long from `now` until [`Compiler::next_deadline`], for a caller's timer.

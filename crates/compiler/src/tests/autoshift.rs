@@ -965,3 +965,33 @@ fn endpoint_values_count_by_readiness_whatever_the_shifts() {
         "one group alone: every group with values is enough ({a:?})"
     );
 }
+
+// SEM-AS9 SEM-AS5: another configuration's autoshift interrupts a practice run on the same
+// groups in the compile that starts it, whichever configuration steps first.
+#[test]
+fn an_autoshift_of_another_configuration_interrupts_a_practice_run_at_once() {
+    let mut c = fleet(|s| s.autoshift = healthroute_api::AutoshiftMode::Disabled);
+    c.delete_autoshift(&key("fleet"));
+    let mut practice = autoshift_input(mk_autoshift("api", false));
+    practice.request = Ok(Some(PracticeRunRequest {
+        value: "start".into(),
+        action: RequestAction::Start,
+        zone: Some("zone-c".into()),
+    }));
+    c.upsert_autoshift(key("aa-practice"), practice);
+    c.compile(at(1));
+    assert_eq!(zones_answered(&c, "api"), ["zone-a", "zone-b"]);
+    c.upsert_autoshift(key("zz-auto"), autoshift_input(mk_autoshift("api", true)));
+    c.assume_impaired(Some("zone-a".into()));
+    let r = c.compile(at(2));
+    assert!(
+        r.autoshift_events.iter().any(|e| matches!(
+            e,
+            AutoshiftEvent::PracticeRunEnded { config, outcome: PracticeRunOutcome::Interrupted, .. }
+                if config.name.as_ref() == "aa-practice"
+        )),
+        "{:?}",
+        r.autoshift_events
+    );
+    assert_eq!(zones_answered(&c, "api"), ["zone-b", "zone-c"]);
+}

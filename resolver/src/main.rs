@@ -41,7 +41,7 @@ enum Command {
 #[derive(Args, Clone)]
 struct ServeArgs {
     /// Standalone mode: serve the manifests in DIR (RecordGroups, HealthChecks, ZonalShifts,
-    /// EndpointSlices), reloaded when a file changes. DIR/healthroute.yaml may hold the
+    /// ZonalAutoshifts, EndpointSlices, Nodes), reloaded when a file changes. DIR/healthroute.yaml may hold the
     /// settings below (flags win).
     #[arg(long, value_name = "DIR")]
     manifests: Option<PathBuf>,
@@ -216,6 +216,7 @@ fn serve_config(
         table_file: args.table_file.clone(),
         checker: None,
         exchange: None,
+        autoshift: None,
         // Each UDP socket has its own receive loop (the fast path answers inline), so one
         // socket per core uses every core (bench/dnsperf.sh: on 2 cores, 2 sockets gave 187k
         // QPS where 1 gave 155k).
@@ -272,6 +273,7 @@ async fn serve_standalone(args: ServeArgs, dir: PathBuf) -> Result<(), Error> {
 
     let (table_tx, table_rx) = watch::channel(None);
     let mut standalone = Standalone::new(dir.clone(), zones, default_ttl, table_tx, on_manifests);
+    config.autoshift = Some(standalone.autoshift_collector());
     // The first load decides whether we start at all: a bad directory is an error, not a
     // silently empty server (unless the last table on disk can be served).
     if let Err(e) = standalone.reload() {

@@ -428,6 +428,8 @@ pub async fn explain(
         peer: Vec::new(),
         peer_down: Vec::new(),
         not_ready: Vec::new(),
+        zone_impaired: None,
+        practice_run: None,
         now: at,
         queries: 1000,
         seed: 1,

@@ -49,6 +49,8 @@ pub struct ServeConfig {
     pub checker: Option<CheckerCollector>,
     /// The exchange listener peer clusters ask (X6); none without peers.
     pub exchange: Option<crate::exchange::ExchangeConfig>,
+    /// Standalone mode's ZonalAutoshift metrics (AS11).
+    pub autoshift: Option<crate::standalone::AutoshiftCollector>,
 }
 
 /// A running resolver.
@@ -296,6 +298,9 @@ pub async fn start(
             if let Some(checker) = config.checker {
                 registry.register_collector(Box::new(checker));
             }
+            if let Some(autoshift) = config.autoshift {
+                registry.register_collector(Box::new(autoshift));
+            }
             if exchange_addr.is_some() {
                 registry.register_collector(Box::new(crate::exchange::ExchangeCollector(
                     exchange_metrics,
@@ -482,6 +487,7 @@ mod tests {
             local_zone: None,
             checker: None,
             exchange: None,
+            autoshift: None,
         };
         let running = start(config, tables).await.expect("starts");
         for _ in 0..200 {

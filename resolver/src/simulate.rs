@@ -1,6 +1,7 @@
 //! `healthroute-resolver simulate`: what DNS would answer, without a cluster.
 //!
-//! Reads a manifest directory, applies the what-ifs (`--unhealthy`, `--not-ready`, `--now`),
+//! Reads a manifest directory, applies the what-ifs (`--unhealthy`, `--not-ready`, `--now`,
+//! `--zone-impaired`, `--practice-run`),
 //! compiles with the same compiler as the operator, and draws `--queries` answers with the
 //! same per-query choice as the resolver, from a seeded generator so that the output is
 //! reproducible.
@@ -28,8 +29,8 @@ const SIMULATOR: &str = "simulator";
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct SimulateArgs {
-    /// Directory of manifests (RecordGroups, HealthChecks, ZonalShifts, Services,
-    /// EndpointSlices), read recursively.
+    /// Directory of manifests (RecordGroups, HealthChecks, ZonalShifts, ZonalAutoshifts,
+    /// Services, EndpointSlices, Nodes), read recursively.
     #[arg(long, value_name = "DIR")]
     pub manifests: PathBuf,
     /// A served zone (repeatable); default: the zones in DIR/healthroute.yaml.
@@ -54,7 +55,17 @@ pub struct SimulateArgs {
     /// Treat the endpoint with this address as not ready (and not serving).
     #[arg(long = "not-ready", value_name = "IP")]
     pub not_ready: Vec<IpAddr>,
-    /// The time to simulate at (RFC 3339), for zonal shift expiry; default: now.
+    /// Take this zone as impaired by every signal: each ZonalAutoshift with autoshift Enabled
+    /// shifts away from it as it would (AS3, AS4; fail open and precedence included).
+    #[arg(long = "zone-impaired", value_name = "ZONE")]
+    pub zone_impaired: Option<String>,
+    /// Ask every ZonalAutoshift for a practice run now, away from ZONE (`next`: the next zone
+    /// in rotation): the answers are what it would leave serving, or why it would not start
+    /// (AS7, AS8).
+    #[arg(long = "practice-run", value_name = "ZONE|next")]
+    pub practice_run: Option<String>,
+    /// The time to simulate at (RFC 3339), for zonal shift expiry and practice run windows;
+    /// default: now.
     #[arg(long, value_name = "RFC3339")]
     pub now: Option<String>,
     /// How many queries to draw.
@@ -161,6 +172,7 @@ pub fn run_on(
         }
     );
     shift_lines(&compiler, &manifests, &chained[0], *now, &mut out);
+    autoshift_lines(&compiler, &manifests, &chained[0], &mut out);
     if args.explain {
         let _ = writeln!(out, "decision:");
         for key in &chained {
@@ -224,7 +236,12 @@ fn compile_what_ifs(
     now: Timestamp,
 ) -> Result<Compiler, Error> {
     let mut compiler = Compiler::new(zones.clone(), ttl).explaining();
-    let _ = manifests.clone().apply_to(&mut compiler, None);
+    let mut applied = manifests.clone();
+    if let Some(zone) = &args.practice_run {
+        ask_practice_runs(&mut applied, zone);
+    }
+    let _ = applied.apply_to(&mut compiler, None);
+    compiler.assume_impaired(args.zone_impaired.clone());
     for wanted in &args.unhealthy {
         mark_unhealthy(&mut compiler, manifests, wanted)?;
     }
@@ -239,6 +256,27 @@ fn compile_what_ifs(
     compiler.set_heartbeat(SIMULATOR, now);
     compiler.compile(now);
     Ok(compiler)
+}
+
+/// `--practice-run ZONE|next`: every ZonalAutoshift is asked for a run now (AS10), with a
+/// request value none of them answered yet.
+fn ask_practice_runs(manifests: &mut Manifests, zone: &str) {
+    use healthroute_api::{PRACTICE_RUN_ANNOTATION, PRACTICE_RUN_ZONE_ANNOTATION};
+    for autoshift in manifests.autoshifts.values_mut() {
+        let annotations = autoshift
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default);
+        annotations.insert(PRACTICE_RUN_ANNOTATION.into(), "start:simulate".into());
+        if zone == "next" {
+            annotations.remove(PRACTICE_RUN_ZONE_ANNOTATION);
+        } else {
+            annotations.insert(PRACTICE_RUN_ZONE_ANNOTATION.into(), zone.into());
+        }
+        if let Some(status) = autoshift.status.as_mut() {
+            status.last_request = None;
+        }
+    }
 }
 
 /// `--unhealthy NAME`: every HealthCheck it names is seen unhealthy by the simulator's
@@ -700,6 +738,89 @@ fn shift_lines(
             "zonal shift {skey} (away from {}): {line}",
             shift.spec.away_from
         );
+    }
+}
+
+/// Prints every ZonalAutoshift that targets the group: its autoshift, the shifts it holds and
+/// what each does to the group, and its last practice run or why one did not start.
+fn autoshift_lines(compiler: &Compiler, manifests: &Manifests, key_text: &str, out: &mut String) {
+    let Some((key, group)) =
+        ObjectKey::parse_group_key(key_text).and_then(|k| manifests.groups.get_key_value(&k))
+    else {
+        return;
+    };
+    let labels = group.metadata.labels.clone().unwrap_or_default();
+    for (akey, autoshift) in manifests
+        .autoshifts
+        .iter()
+        .filter(|(k, _)| k.namespace == key.namespace)
+    {
+        if !healthroute_compiler::shift::target_matches(&autoshift.spec.target, &key.name, &labels)
+        {
+            continue;
+        }
+        let Some(status) = compiler.autoshift_status(akey) else {
+            continue;
+        };
+        let state = match &status.active_zone {
+            Some(zone) => format!("autoshift Active away from {zone}"),
+            None => "autoshift Inactive".to_owned(),
+        };
+        let _ = writeln!(
+            out,
+            "zonal autoshift {akey}: {state}: {}",
+            status.message.as_deref().unwrap_or("")
+        );
+        for shift in &status.shifts {
+            let applied = shift
+                .status
+                .groups
+                .iter()
+                .find(|g| *g.record_group == *key.name)
+                .map(|g| match g.reason {
+                    Some(reason) => format!("{:?} ({reason:?})", g.applied_status),
+                    None => format!("{:?}", g.applied_status),
+                })
+                .unwrap_or_default();
+            let ends = shift
+                .status
+                .expiry_time
+                .as_ref()
+                .map(|t| format!(", ends {}", t.0))
+                .unwrap_or_default();
+            let kind = match shift.status.shift_type {
+                Some(healthroute_api::ShiftType::PracticeRun) => "practice run",
+                _ => "autoshift",
+            };
+            let _ = writeln!(
+                out,
+                "  {kind} {}/{} (away from {}): {applied}{ends}",
+                akey.namespace, shift.name, shift.away_from,
+            );
+        }
+        if let Some(refused) = &status.not_started {
+            let _ = writeln!(
+                out,
+                "  practice run not started ({}): {}",
+                refused.reason.as_str(),
+                refused.message
+            );
+        } else if let Some(last) = status
+            .outcomes
+            .first()
+            .filter(|o| o.outcome != healthroute_api::PracticeRunOutcome::Pending)
+        {
+            let _ = writeln!(
+                out,
+                "  last practice run away from {}: {}: {}",
+                last.zone,
+                last.outcome.as_str(),
+                last.message.as_deref().unwrap_or("")
+            );
+        }
+        if let (None, Some(next)) = (&status.practice_run, &status.next_practice_run) {
+            let _ = writeln!(out, "  next practice run: {}", next.0);
+        }
     }
 }
 

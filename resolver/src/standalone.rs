@@ -5,19 +5,29 @@
 //!       ──▶ Compiler ──▶ watch<RoutingTable> ──▶ server
 //!                  bad edit: log every error, keep the last good configuration
 //!   checker views ──▶ Compiler (H1: probes run on their own schedule; queries never wait)
-//!   next deadline (shift expiry, stale checker) ──▶ compile again
+//!   next deadline (shift expiry, stale checker, autoshift hold time, practice run) ──▶ compile again
+//!   autoshift events (AS11) ──▶ a log line each, and AutoshiftMetrics (/metrics)
 //! ```
+//!
+//! Time is the system clock here: the compiler is given `Timestamp::now()` at each compile.
+//! Standalone mode writes no status, so what a ZonalAutoshift decides is told in the log and
+//! the metrics; a practice run is asked for by editing its file (AS10), and a request already
+//! in the file when the process starts counts as answered (it would otherwise run again at
+//! every restart).
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use healthroute_admin::metrics::{Collector, DescriptorEncoder, Exposition};
+use healthroute_api::{PRACTICE_RUN_ANNOTATION, PracticeRunOutcome, ZonalAutoshiftStatus};
 use healthroute_checker::CheckerEvent;
 
 use crate::error::Error;
 use crate::manifest_dir::{self, ManifestFile};
 use healthroute_compiler::manifests::{AppliedKeys, Manifests};
-use healthroute_compiler::{Compiler, ServedZones};
+use healthroute_compiler::{AutoshiftEvent, Compiler, ServedZones};
 use healthroute_table::{RoutingTable, Value};
 use jiff::Timestamp;
 use tokio::sync::{mpsc, watch};
@@ -38,6 +48,7 @@ pub struct Standalone {
     tables: watch::Sender<Option<Arc<RoutingTable<Value>>>>,
     /// Called with the manifests after each good load (the checker follows the checks).
     on_manifests: Box<dyn FnMut(&Manifests) + Send>,
+    autoshift: Arc<AutoshiftMetrics>,
 }
 
 impl Standalone {
@@ -56,7 +67,13 @@ impl Standalone {
             fingerprint: Ok(Vec::new()),
             tables,
             on_manifests,
+            autoshift: Arc::default(),
         }
+    }
+
+    /// The autoshift metrics, for the admin endpoint.
+    pub fn autoshift_collector(&self) -> AutoshiftCollector {
+        AutoshiftCollector(self.autoshift.clone())
     }
 
     /// Loads the directory if it changed. Returns an error (and changes nothing) when a
@@ -69,9 +86,12 @@ impl Standalone {
         }
         self.fingerprint = listing.clone();
         let files = listing.map_err(|e| manifest_dir::unreadable(&self.dir, e))?;
-        let manifests = manifest_dir::read(files)?;
+        let mut manifests = manifest_dir::read(files)?;
         for w in &manifests.warnings {
             tracing::warn!("{w}");
+        }
+        if self.applied.is_none() {
+            answer_requests_found_at_start(&mut manifests);
         }
         (self.on_manifests)(&manifests);
         let applied = manifests.apply_to(&mut self.compiler, self.applied.as_ref());
@@ -97,6 +117,9 @@ impl Standalone {
         }
         let now = Timestamp::now();
         let report = self.compiler.compile(now);
+        if !report.autoshift_events.is_empty() {
+            self.tell_autoshift_events(&report.autoshift_events);
+        }
         if report.recompiled > 0 {
             for key in self.compiler.group_keys() {
                 if let Some(Err(r)) = self.compiler.outcome(key).map(|o| &o.compiled) {
@@ -108,6 +131,44 @@ impl Standalone {
         if report.table_changes > 0 || fresh {
             self.tables.send_replace(Some(self.compiler.table()));
         }
+    }
+
+    /// Logs each autoshift event and counts it; refreshes the gauge of autoshifted zones.
+    fn tell_autoshift_events(&self, events: &[AutoshiftEvent]) {
+        for event in events {
+            match event {
+                AutoshiftEvent::AutoshiftStarted { config, .. }
+                | AutoshiftEvent::AutoshiftEnded { config, .. }
+                | AutoshiftEvent::PracticeRunStarted { config, .. } => {
+                    tracing::info!(zonal_autoshift = %config, "{event}");
+                }
+                AutoshiftEvent::PracticeRunEnded {
+                    config, outcome, ..
+                } => {
+                    if *outcome == PracticeRunOutcome::Succeeded {
+                        tracing::info!(zonal_autoshift = %config, outcome = outcome.as_str(), "{event}");
+                    } else {
+                        tracing::warn!(zonal_autoshift = %config, outcome = outcome.as_str(), "{event}");
+                    }
+                    self.autoshift.count_outcome(*outcome);
+                }
+                AutoshiftEvent::PracticeRunNotStarted { config, reason, .. } => {
+                    tracing::warn!(zonal_autoshift = %config, reason = reason.as_str(), "{event}");
+                    self.autoshift.count_not_started(reason.as_str());
+                }
+            }
+        }
+        let mut active: BTreeMap<String, i64> = BTreeMap::new();
+        for key in self.compiler.autoshift_keys() {
+            if let Some(zone) = self
+                .compiler
+                .autoshift_status(key)
+                .and_then(|s| s.active_zone)
+            {
+                *active.entry(zone).or_default() += 1;
+            }
+        }
+        self.autoshift.set_active(active);
     }
 
     /// Runs until `shutdown` fires: polls the directory, applies checker events, recompiles.
@@ -143,5 +204,105 @@ impl Standalone {
             }
             self.compile_and_publish();
         }
+    }
+}
+
+/// AS10: a practice run request already in a file when the process starts was asked of an
+/// earlier run of it (standalone mode keeps no status to remember that): it counts as
+/// answered, and only a new value asks again.
+fn answer_requests_found_at_start(manifests: &mut Manifests) {
+    for (key, autoshift) in manifests.autoshifts.iter_mut() {
+        let Some(value) = autoshift
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(PRACTICE_RUN_ANNOTATION))
+        else {
+            continue;
+        };
+        tracing::info!(zonal_autoshift = %key, request = %value, "a practice run request found at start counts as answered; write a new value to ask again");
+        autoshift
+            .status
+            .get_or_insert_with(ZonalAutoshiftStatus::default)
+            .last_request = Some(value.trim().to_owned());
+    }
+}
+
+/// What the ZonalAutoshifts did in this process (SEMANTICS AS11), for /metrics.
+#[derive(Debug, Default)]
+pub struct AutoshiftMetrics {
+    counts: Mutex<AutoshiftCounts>,
+}
+
+#[derive(Debug, Default)]
+struct AutoshiftCounts {
+    /// Per zone, the configurations autoshifted away from it now (zones seen stay, at 0).
+    active: BTreeMap<String, i64>,
+    outcomes: BTreeMap<&'static str, u64>,
+    not_started: BTreeMap<&'static str, u64>,
+}
+
+impl AutoshiftMetrics {
+    fn counts(&self) -> std::sync::MutexGuard<'_, AutoshiftCounts> {
+        self.counts.lock().unwrap_or_else(|p| p.into_inner())
+    }
+    fn count_outcome(&self, outcome: PracticeRunOutcome) {
+        *self.counts().outcomes.entry(outcome.as_str()).or_default() += 1;
+    }
+    fn count_not_started(&self, reason: &'static str) {
+        *self.counts().not_started.entry(reason).or_default() += 1;
+    }
+    fn set_active(&self, now: BTreeMap<String, i64>) {
+        let mut counts = self.counts();
+        for n in counts.active.values_mut() {
+            *n = 0;
+        }
+        counts.active.extend(now);
+    }
+}
+
+/// The autoshift metrics in the admin registry.
+#[derive(Debug, Clone)]
+pub struct AutoshiftCollector(pub Arc<AutoshiftMetrics>);
+
+impl Collector for AutoshiftCollector {
+    fn encode(&self, encoder: DescriptorEncoder) -> std::fmt::Result {
+        let counts = self.0.counts();
+        let mut out = Exposition::new(encoder);
+        out.gauges(
+            "healthroute_autoshift_active",
+            "ZonalAutoshift configurations whose autoshift moves traffic away from the zone now.",
+            counts
+                .active
+                .iter()
+                .map(|(zone, n)| ([("zone", zone.as_str())], *n)),
+        )?;
+        // Every outcome from the start, at 0, so that a rate over them is defined.
+        let outcomes = [
+            PracticeRunOutcome::Succeeded,
+            PracticeRunOutcome::Failed,
+            PracticeRunOutcome::Interrupted,
+            PracticeRunOutcome::CapacityCheckFailed,
+        ]
+        .map(|o| {
+            let name = o.as_str();
+            (
+                [("outcome", name)],
+                counts.outcomes.get(name).copied().unwrap_or(0),
+            )
+        });
+        out.counters(
+            "healthroute_practice_runs_total",
+            "Practice runs that ended, by outcome (CapacityCheckFailed: not started for capacity).",
+            outcomes,
+        )?;
+        out.counters(
+            "healthroute_practice_runs_not_started_total",
+            "Practice runs that were due or asked for and did not start, by reason.",
+            counts
+                .not_started
+                .iter()
+                .map(|(reason, n)| ([("reason", *reason)], *n)),
+        )
     }
 }

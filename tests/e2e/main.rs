@@ -1,5 +1,6 @@
 //! End-to-end tests: the real `healthroute-resolver` binary, on the real example files.
 
+mod autoshift;
 mod dns;
 mod metric;
 mod protocol;

@@ -1,5 +1,5 @@
 //! The CustomResourceDefinitions generated from this crate's kinds ([`HealthCheck`],
-//! [`RecordGroup`], [`ZonalShift`]), rendered as YAML.
+//! [`RecordGroup`], [`ZonalShift`], [`ZonalAutoshift`]), rendered as YAML.
 //!
 //! `crdgen` writes them to `crds/<kind>.yaml` and to the chart's copy; a test
 //! (`tests/crds.rs`) fails when the committed files differ, so the YAML in the repository is
@@ -7,7 +7,7 @@
 
 use kube::CustomResourceExt;
 
-use crate::{HealthCheck, RecordGroup, ZonalShift};
+use crate::{HealthCheck, RecordGroup, ZonalAutoshift, ZonalShift};
 
 /// `(file name, YAML)` for every CRD, in a stable order.
 pub fn rendered() -> Result<Vec<(&'static str, String)>, serde_saphyr::ser_error::Error> {
@@ -25,6 +25,10 @@ pub fn rendered() -> Result<Vec<(&'static str, String)>, serde_saphyr::ser_error
             "zonalshift.yaml",
             serde_saphyr::to_string(&ZonalShift::crd())?,
         ),
+        (
+            "zonalautoshift.yaml",
+            serde_saphyr::to_string(&ZonalAutoshift::crd())?,
+        ),
     ];
     Ok(docs
         .into_iter()
@@ -36,13 +40,18 @@ pub fn rendered() -> Result<Vec<(&'static str, String)>, serde_saphyr::ser_error
 mod tests {
     use kube::CustomResourceExt;
 
-    use crate::{HealthCheck, RecordGroup, ZonalShift};
+    use crate::{HealthCheck, RecordGroup, ZonalAutoshift, ZonalShift};
 
     // A `date` column prints a time as an age; kubectl shows a future time (a shift's expiry)
     // as `<invalid>`. Only the creation time, always past, is a date column.
     #[test]
     fn date_columns_hold_past_times_only() {
-        for crd in [HealthCheck::crd(), RecordGroup::crd(), ZonalShift::crd()] {
+        for crd in [
+            HealthCheck::crd(),
+            RecordGroup::crd(),
+            ZonalShift::crd(),
+            ZonalAutoshift::crd(),
+        ] {
             for v in &crd.spec.versions {
                 for col in v.additional_printer_columns.iter().flatten() {
                     if col.type_ == "date" {

@@ -1,5 +1,5 @@
 //! healthroute's API: the custom resources of `healthroute.io/v1alpha1` (`HealthCheck`,
-//! `RecordGroup`, `ZonalShift`, with the field names of `docs/api.md`), the names both planes
+//! `RecordGroup`, `ZonalShift`, `ZonalAutoshift`, with the field names of `docs/api.md`), the names both planes
 //! agree on, and ([`crd`]) the CRDs generated from them.
 //!
 //! Validation lives in the schema so that `kubectl apply` of a bad object fails before any
@@ -15,6 +15,7 @@ mod health_check;
 mod keys;
 mod record_group;
 mod view;
+mod zonal_autoshift;
 mod zonal_shift;
 
 pub mod crd;
@@ -25,6 +26,7 @@ pub use health_check::*;
 pub use keys::ObjectKey;
 pub use record_group::*;
 pub use view::{CheckerView, DENIED_BY_POLICY};
+pub use zonal_autoshift::*;
 pub use zonal_shift::*;
 
 pub const GROUP: &str = "healthroute.io";

@@ -18,6 +18,7 @@ use crate::health_check::is_false;
     shortname = "zs",
     doc = "Treats the endpoints of one zone as unhealthy in the targeted RecordGroups until it expires or is cancelled.",
     printcolumn(name = "Away From", type_ = "string", json_path = ".spec.awayFrom"),
+    printcolumn(name = "Type", type_ = "string", json_path = ".status.type"),
     printcolumn(name = "Status", type_ = "string", json_path = ".status.status"),
     printcolumn(
         name = "Applied",
@@ -72,6 +73,10 @@ pub struct ShiftTarget {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ZonalShiftStatus {
+    /// What kind of shift this is: a ZonalShift object is always `Customer`; the shifts a
+    /// ZonalAutoshift starts are `Autoshift` or `PracticeRun` (SEMANTICS AS5).
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub shift_type: Option<ShiftType>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<ShiftState>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -92,6 +97,20 @@ pub struct ZonalShiftStatus {
     pub conditions: Vec<Condition>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+}
+
+/// The kinds of shift, in order of precedence: when several are active for a group, the first
+/// kind applies (SEMANTICS AS5), and within a kind the oldest (Z5).
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, schemars::JsonSchema,
+)]
+pub enum ShiftType {
+    /// A ZonalShift object: someone moved traffic on purpose.
+    Customer,
+    /// Started by a ZonalAutoshift on an impaired zone.
+    Autoshift,
+    /// A ZonalAutoshift's practice run.
+    PracticeRun,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
@@ -118,7 +137,8 @@ pub enum AppliedStatus {
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub enum NotAppliedReason {
-    /// An older active shift applies to the group (SEMANTICS Z5).
+    /// Another active shift applies to the group: one of a kind that takes precedence, or an
+    /// older one of the same kind (SEMANTICS Z5, AS5).
     Conflict,
     /// Applying would leave no healthy endpoint outside the zone (SEMANTICS Z6).
     NoHealthyCapacityElsewhere,
@@ -126,8 +146,19 @@ pub enum NotAppliedReason {
 
 /// Parses `expiresIn` ("90s", "30m", "2h", "1h30m") into seconds.
 pub fn parse_expires_in(raw: &str) -> Result<u64, Error> {
-    // The CRD's rule (`^([0-9]+h)?([0-9]+m)?([0-9]+s)?$`, units once each, largest first),
-    // then jiff reads the span: "30m2h" or "1h1h" are refused here as by the API server.
+    let total = parse_duration(raw)?;
+    if !(60..=72 * 3600).contains(&total) {
+        return Err(Error::ExpiresInRange(raw.to_owned()));
+    }
+    Ok(total)
+}
+
+/// Parses a duration written as the CRDs' rules allow it (`^([0-9]+h)?([0-9]+m)?([0-9]+s)?$`:
+/// hours, minutes and seconds, each once, largest first) into whole seconds; each field that
+/// takes one checks its own range.
+pub fn parse_duration(raw: &str) -> Result<u64, Error> {
+    // The CRD's rule, then jiff reads the span: "30m2h" or "1h1h" are refused here as by the
+    // API server.
     let well_formed = !raw.is_empty()
         && raw
             .split_inclusive(['h', 'm', 's'])
@@ -150,9 +181,6 @@ pub fn parse_expires_in(raw: &str) -> Result<u64, Error> {
     };
     let span: jiff::Span = raw.parse().map_err(not_a_duration)?;
     let total = span.total(jiff::Unit::Second).map_err(not_a_duration)?;
-    if !(60.0..=f64::from(72 * 3600)).contains(&total) {
-        return Err(Error::ExpiresInRange(raw.to_owned()));
-    }
     Ok(total as u64)
 }
 

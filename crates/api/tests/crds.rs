@@ -1,7 +1,7 @@
 //! The committed CRDs are exactly what the API types generate, and their schemas hold the
 //! validation that docs/api.md promises (checked client-side with kube's CEL evaluator).
 
-use healthroute_api::{HealthCheck, RecordGroup, ZonalShift};
+use healthroute_api::{HealthCheck, RecordGroup, ZonalAutoshift, ZonalShift};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 use serde_json::{Value, json};
@@ -164,6 +164,65 @@ fn zonal_shift_cel_rules() {
         assert!(
             errs.iter().any(|e| e.contains("from 1m to 72h")),
             "{bad}: {errs:?}"
+        );
+    }
+}
+
+// SEM-AS1: a ZonalAutoshift names one target, needs a practice run configuration to enable
+// autoshift, and writes its durations, dates and windows as the contract says.
+#[test]
+fn zonal_autoshift_cel_rules() {
+    let schema = schema_of(ZonalAutoshift::crd());
+    let zas = |spec: Value| json!({"apiVersion": "healthroute.io/v1alpha1", "kind": "ZonalAutoshift", "metadata": {"name": "x"}, "spec": spec});
+    let practice = json!({"outcomeAlarms": [{"name": "errors"}],
+        "blockedDates": ["2026-12-24"], "blockedWindows": ["Mon:10:00-Mon:10:30"],
+        "allowedWindows": ["Sun:22:00-Mon:02:00"], "duration": "30m", "cadence": "168h"});
+    assert_eq!(
+        errors(
+            &schema,
+            zas(
+                json!({"target": {"recordGroup": "api"}, "autoshift": "Enabled",
+                "detection": {"holdTime": "5s", "zoneAlarms": [{"zone": "zone-a", "healthCheck": "net-a"}]},
+                "practiceRun": practice})
+            )
+        ),
+        Vec::<String>::new()
+    );
+    let with = |field: &str, value: Value| {
+        let mut p = practice.clone();
+        p[field] = value;
+        json!({"target": {"recordGroup": "api"}, "autoshift": "Disabled", "practiceRun": p})
+    };
+    let cases = [
+        (
+            json!({"target": {"recordGroup": "api"}, "autoshift": "Enabled"}),
+            "requires a practiceRun",
+        ),
+        (
+            json!({"target": {}, "autoshift": "Disabled"}),
+            "exactly one of recordGroup, selector",
+        ),
+        (
+            with("blockedWindows", json!(["Mon 10:00-10:30"])),
+            "blockedWindows are written",
+        ),
+        (
+            with("allowedWindows", json!(["Mon:25:00-Mon:26:00"])),
+            "allowedWindows are written",
+        ),
+        (with("blockedDates", json!(["24/12/2026"])), "YYYY-MM-DD"),
+        (with("duration", json!("25h")), "from 1s to 24h"),
+        (with("cadence", json!("30m")), "from 1h to 2160h"),
+        (
+            json!({"target": {"recordGroup": "api"}, "autoshift": "Disabled", "detection": {"holdTime": "2d"}}),
+            "holdTime must be a duration",
+        ),
+    ];
+    for (spec, want) in cases {
+        let errs = errors(&schema, zas(spec.clone()));
+        assert!(
+            errs.iter().any(|e| e.contains(want)),
+            "{spec}: want {want:?}, got {errs:?}"
         );
     }
 }

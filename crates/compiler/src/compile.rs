@@ -6,18 +6,22 @@
 //!   shifts:  every clock advanced (Z3, Z4); a start or end ─▶ the groups it targets
 //!   groups:  each dirty one, its alias targets first ─▶ validate, conflicts, aliases (S8)
 //!            ─▶ group::compile ─▶ outcome; a changed outcome dirties its alias users
+//!   engines: when what they read changed (or a wake-up is due), each ZonalAutoshift steps
+//!            (AS); a change of its shifts dirties its groups, compiled again
 //!   table:   a new generation from the groups whose served version changed
 //! ```
 //!
 //! [`Compiler::next_deadline`] says when the outputs change with no input changing.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use healthroute_api::{ObjectKey, ShiftState};
+use healthroute_api::{ObjectKey, ShiftState, ShiftType};
 use healthroute_table::{CompiledGroup, RecordType, RoutingTable, Value};
 use jiff::Timestamp;
 
+use crate::autoshift::detect::{GroupZoneHealth, NodeCount};
+use crate::autoshift::{AutoshiftEvent, Engine, Observation};
 use crate::deps::Dep;
 use crate::group::{self, GroupOutcome, Rejection};
 use crate::inputs::GroupInput;
@@ -38,6 +42,8 @@ pub struct CompileReport {
     pub changed_checks: Vec<ObjectKey>,
     /// Probe checks evaluated again (their inputs, or a checker's reachability, changed).
     pub evaluated_checks: usize,
+    /// What the ZonalAutoshift engines did (AS11): for logs, metrics and Events.
+    pub autoshift_events: Vec<AutoshiftEvent>,
 }
 
 impl Compiler {
@@ -66,6 +72,7 @@ impl Compiler {
         report.changed_checks = changed;
 
         // Shifts: advance each clock; a state change dirties the targets.
+        let mut shifts_changed = false;
         let keys: Vec<ObjectKey> = self.shifts.keys().cloned().collect();
         for key in keys {
             let shift = &self.shifts[&key];
@@ -76,8 +83,9 @@ impl Compiler {
             let is_active = clock.as_ref().ok().map(|c| c.ended.is_none());
             let start_changed = previous.map(|c| c.start) != clock.as_ref().ok().map(|c| c.start);
             if was_active != is_active || start_changed {
-                let spec = shift.spec.clone();
-                self.dirty_targets(&key.namespace, &spec);
+                let target = shift.spec.target.clone();
+                self.dirty_targets(&key.namespace, &target);
+                shifts_changed = true;
             }
             self.shift_clocks.insert(key, clock);
         }
@@ -86,6 +94,33 @@ impl Compiler {
         while let Some(key) = self.dirty.pop_first() {
             self.ensure(&key, now, &mut BTreeSet::new(), &mut report);
         }
+
+        // Engines: after the groups, whose zone health they read (health before any shift,
+        // AS2, so what they decide cannot change what they read); the groups whose shifts
+        // changed compile again.
+        let engines_read_changes = self.autoshift_dirty
+            || shifts_changed
+            || !report.changed_groups.is_empty()
+            || !report.changed_checks.is_empty()
+            || self
+                .engines
+                .values()
+                .filter_map(Engine::wake)
+                .any(|t| t <= now);
+        if !self.autoshifts.is_empty() && engines_read_changes {
+            // A configuration's shifts can hold another back (AS7) or end its run (AS9): when
+            // one changed, the others step once more on the new shifts.
+            for _ in 0..2 {
+                let shifted = self.step_engines(now, &mut report);
+                while let Some(key) = self.dirty.pop_first() {
+                    self.ensure(&key, now, &mut BTreeSet::new(), &mut report);
+                }
+                if !shifted || self.autoshifts.len() < 2 {
+                    break;
+                }
+            }
+        }
+        self.autoshift_dirty = false;
 
         for key in std::mem::take(&mut self.recovered) {
             if !report.changed_groups.contains(&key) {
@@ -168,7 +203,108 @@ impl Compiler {
                 .flatten()
                 .map(|i| health::unreachable_at(*hb, *i))
         });
-        expiries.chain(stale).filter(|t| *t > now).min()
+        let engines = self.engines.values().filter_map(Engine::wake);
+        expiries
+            .chain(stale)
+            .chain(engines)
+            .filter(|t| *t > now)
+            .min()
+    }
+
+    /// One step of every ZonalAutoshift's engine (AS3-AS10), with what it reads: its targeted
+    /// groups' zone health, the Nodes, its namespace's alarms, the shifts on its groups.
+    /// Returns whether any configuration's shifts changed.
+    fn step_engines(&mut self, now: Timestamp, report: &mut CompileReport) -> bool {
+        let mut shifted = false;
+        let mut nodes: BTreeMap<String, NodeCount> = BTreeMap::new();
+        for node in self.nodes.values() {
+            if let Some(zone) = &node.zone {
+                let n = nodes.entry(zone.clone()).or_default();
+                n.nodes += 1;
+                n.not_ready += u32::from(!node.ready);
+            }
+        }
+        let keys: Vec<ObjectKey> = self.autoshifts.keys().cloned().collect();
+        for key in keys {
+            let input = &self.autoshifts[&key];
+            let targeted: Vec<&ObjectKey> = self
+                .groups
+                .range(key.sibling("")..)
+                .take_while(|(k, _)| k.namespace == key.namespace)
+                .filter(|(k, g)| shift::target_matches(&input.spec.target, &k.name, &g.labels))
+                .map(|(k, _)| k)
+                .collect();
+            let groups: Vec<(&ObjectKey, &GroupZoneHealth)> = targeted
+                .iter()
+                .filter_map(|k| {
+                    let health = self.outcomes.get(*k)?.zone_health.as_deref()?;
+                    Some((*k, health))
+                })
+                .collect();
+            let customer_shift = self
+                .shifts
+                .range(key.sibling("")..)
+                .take_while(|(k, _)| k.namespace == key.namespace)
+                .find(|(k, s)| {
+                    let active = self
+                        .shift_clocks
+                        .get(*k)
+                        .and_then(|c| c.as_ref().ok())
+                        .is_some_and(|c| c.state(now) == ShiftState::Active);
+                    active
+                        && targeted.iter().any(|g| {
+                            self.groups
+                                .get(*g)
+                                .is_some_and(|gi| shift::targets(&s.spec, &g.name, &gi.labels))
+                        })
+                })
+                .map(|(k, _)| k.clone());
+            let other_autoshift = self
+                .autoshifts
+                .range(key.sibling("")..)
+                .take_while(|(k, _)| k.namespace == key.namespace)
+                .filter(|(k, _)| **k != key)
+                .find(|(k, other)| {
+                    self.engines
+                        .get(*k)
+                        .is_some_and(|e| e.autoshift_zone().is_some())
+                        && targeted.iter().any(|g| {
+                            self.groups.get(*g).is_some_and(|gi| {
+                                shift::target_matches(&other.spec.target, &g.name, &gi.labels)
+                            })
+                        })
+                })
+                .map(|(k, _)| k.clone());
+            let namespace = key.namespace.clone();
+            let check_health = &self.check_health;
+            let alarm = |name: &str| {
+                check_health
+                    .get(&ObjectKey::new(&namespace, name))
+                    .map(|h| !h.healthy)
+            };
+            let obs = Observation {
+                groups,
+                nodes: &nodes,
+                alarm: &alarm,
+                customer_shift,
+                other_autoshift,
+                assumed_impaired: self.assumed_impaired.as_deref(),
+            };
+            let engine = self
+                .engines
+                .entry(key.clone())
+                .or_insert_with(|| Engine::new(input, now));
+            let before = engine.shifts(&key);
+            let events = engine.step(&key, input, &obs, now);
+            let after = engine.shifts(&key);
+            report.autoshift_events.extend(events);
+            if before != after {
+                let target = input.spec.target.clone();
+                self.dirty_targets(&key.namespace, &target);
+                shifted = true;
+            }
+        }
+        shifted
     }
 
     /// How long from `now` until [`Compiler::next_deadline`], for a caller's timer.
@@ -306,6 +442,7 @@ impl Compiler {
             shifts: &shifts,
             explain: self.explain,
             statuses: !self.no_statuses,
+            zone_health: self.targeted_by_autoshift(key, input),
         };
         Some(group::compile(
             &env,
@@ -366,13 +503,16 @@ impl Compiler {
         false
     }
 
+    /// The active shifts on a group: its ZonalShifts (type Customer) and the shifts of the
+    /// ZonalAutoshifts that target it (AS5).
     fn active_shifts_for(
         &self,
         key: &ObjectKey,
         input: &GroupInput,
         now: Timestamp,
     ) -> Vec<group::ActiveShift> {
-        self.shifts
+        let customer = self
+            .shifts
             .range(key.sibling("")..)
             .take_while(|(k, _)| k.namespace == key.namespace)
             .filter(|(_, s)| shift::targets(&s.spec, &key.name, &input.labels))
@@ -380,11 +520,33 @@ impl Compiler {
                 let clock = self.shift_clocks.get(k)?.as_ref().ok()?;
                 (clock.state(now) == ShiftState::Active).then(|| group::ActiveShift {
                     key: k.clone(),
+                    shift_type: ShiftType::Customer,
                     away_from: s.spec.away_from.clone(),
                     start: clock.start,
                 })
-            })
-            .collect()
+            });
+        let engines = self
+            .autoshifts
+            .range(key.sibling("")..)
+            .take_while(|(k, _)| k.namespace == key.namespace)
+            .filter(|(_, c)| shift::target_matches(&c.spec.target, &key.name, &input.labels))
+            .filter_map(|(k, _)| Some(self.engines.get(k)?.shifts(k)))
+            .flatten()
+            .map(|s| group::ActiveShift {
+                key: s.key,
+                shift_type: s.shift_type,
+                away_from: s.away_from,
+                start: s.start,
+            });
+        customer.chain(engines).collect()
+    }
+
+    /// Whether a ZonalAutoshift targets the group: then it counts its zone health (AS2).
+    fn targeted_by_autoshift(&self, key: &ObjectKey, input: &GroupInput) -> bool {
+        self.autoshifts
+            .range(key.sibling("")..)
+            .take_while(|(k, _)| k.namespace == key.namespace)
+            .any(|(_, c)| shift::target_matches(&c.spec.target, &key.name, &input.labels))
     }
 
     /// What the table serves for `key`: its compiled version, or its last good one while it is

@@ -1,5 +1,7 @@
 //! Compiling one RecordGroup: record health (SEMANTICS R1–R5), zonal shifts on its endpoints
-//! (Z2, Z5, Z6) and the routing policy with its last resort (S1–S7).
+//! (Z2, Z5, Z6, and their precedence by type, AS5), the routing policy with its last resort
+//! (S1–S7), and, for groups a ZonalAutoshift targets, their zone health before any shift
+//! (AS2).
 //!
 //! ```text
 //!   validate(spec) ──▶ evaluate records (checks, endpoints, alias targets, shift zone)
@@ -23,9 +25,10 @@ use healthroute_table::{
 use healthroute_api::{
     AppliedStatus, DEFAULT_MINIMUM_ZONE_CAPACITY_PERCENT, NotAppliedReason, ObjectKey,
     RecordGroupSpec, RecordSpec, RecordStatus, RecordTypeSpec, RoutingPolicy, ServiceAddresses,
-    ZoneAffinity,
+    ShiftType, ZoneAffinity,
 };
 
+use crate::autoshift::detect::GroupZoneHealth;
 use crate::health::CheckHealth;
 use crate::inputs::ServiceEndpoints;
 use crate::reasons;
@@ -77,6 +80,8 @@ pub struct AliasTargetState {
 #[derive(Clone, Debug, PartialEq)]
 pub struct ActiveShift {
     pub key: ObjectKey,
+    /// Customer (a ZonalShift), Autoshift or PracticeRun: the first kind wins (AS5).
+    pub shift_type: ShiftType,
     pub away_from: String,
     pub start: jiff::Timestamp,
 }
@@ -94,6 +99,8 @@ pub struct GroupEnv<'a> {
     pub explain: bool,
     /// Whether to write the per-record status ([`GroupOutcome::records`]).
     pub statuses: bool,
+    /// Whether to count the zone health a ZonalAutoshift reads ([`GroupOutcome::zone_health`]).
+    pub zone_health: bool,
 }
 
 /// The decision path of one compile, written only when asked for: the simulator asks, the
@@ -143,6 +150,9 @@ pub struct GroupOutcome {
     pub shifts: Vec<ShiftOutcome>,
     /// The decision path, one line per step, for `simulate --explain`.
     pub explain: Vec<String>,
+    /// Per zone, the values and their health before any shift (AS2), when a ZonalAutoshift
+    /// targets the group.
+    pub zone_health: Option<Box<GroupZoneHealth>>,
 }
 
 impl GroupOutcome {
@@ -156,6 +166,7 @@ impl GroupOutcome {
             healthy: false,
             records: Vec::new(),
             shifts: Vec::new(),
+            zone_health: None,
         }
     }
     pub fn last_resort(&self) -> bool {
@@ -328,6 +339,9 @@ struct Evaluated {
     reason: Option<String>,
     /// The zone of each value that has one (a static record's `zone`, an endpoint's zone).
     zones: Vec<(Value, Arc<str>)>,
+    /// Each value's zone and health as if no shift applied (AS2); filled only for groups a
+    /// ZonalAutoshift targets.
+    unshifted: Vec<(Option<Arc<str>>, bool)>,
 }
 
 impl Evaluated {
@@ -360,9 +374,15 @@ pub fn compile(
     let rtype = record_type(spec.record_type);
     let mut explain = Explain(env.explain.then(Vec::new));
 
-    // Z5: the oldest active shift wins; the others conflict.
+    // Z5, AS5: a customer shift before an autoshift before a practice run, then the oldest;
+    // the others conflict.
     let mut shifts: Vec<&ActiveShift> = env.shifts.iter().collect();
-    shifts.sort_by(|a, b| a.start.cmp(&b.start).then_with(|| a.key.cmp(&b.key)));
+    shifts.sort_by(|a, b| {
+        a.shift_type
+            .cmp(&b.shift_type)
+            .then_with(|| a.start.cmp(&b.start))
+            .then_with(|| a.key.cmp(&b.key))
+    });
     let mut shift_outcomes: Vec<ShiftOutcome> = shifts
         .iter()
         .skip(1)
@@ -373,11 +393,19 @@ pub fn compile(
         })
         .collect();
     for s in shifts.iter().skip(1) {
+        let winner = shifts[0];
         explain.line(|| {
-            format!(
-                "zonal shift {} not applied: {} is older (Conflict)",
-                s.key, shifts[0].key
-            )
+            if winner.shift_type == s.shift_type {
+                format!(
+                    "zonal shift {} not applied: {} is older (Conflict)",
+                    s.key, winner.key
+                )
+            } else {
+                format!(
+                    "zonal shift {} ({:?}) not applied: {} ({:?}) takes precedence (Conflict)",
+                    s.key, s.shift_type, winner.key, winner.shift_type
+                )
+            }
         });
     }
 
@@ -470,13 +498,34 @@ pub fn compile(
         selection,
         zone_affinity: affinity.then(|| Box::new(healthroute_table::ZoneViews { zones })),
     };
+    let zone_health = env
+        .zone_health
+        .then(|| Box::new(zone_health(spec, &evaluated)));
     GroupOutcome {
         compiled: Ok(Arc::new(compiled)),
         healthy,
         records,
         shifts: shift_outcomes,
         explain: explain.0.unwrap_or_default(),
+        zone_health,
     }
+}
+
+/// AS2: every value of the group with its zone and its health before any shift, and its
+/// capacity as A3 counts it (a Weighted record's weight split evenly over its values).
+fn zone_health(spec: &RecordGroupSpec, evaluated: &[Evaluated]) -> GroupZoneHealth {
+    let mut health = GroupZoneHealth::default();
+    for (r, e) in spec.records.iter().zip(evaluated) {
+        let n = e.unshifted.len().max(1) as f64;
+        let capacity = match spec.routing_policy {
+            RoutingPolicy::Weighted => f64::from(r.weight.unwrap_or(0)) / n,
+            _ => 1.0,
+        };
+        for (zone, healthy) in &e.unshifted {
+            health.add(zone.as_ref(), *healthy, capacity);
+        }
+    }
+    health
 }
 
 fn evaluate(
@@ -515,12 +564,19 @@ fn evaluate_record(
     let mut healthy_values = Vec::new();
     let mut all_values = Vec::new();
     let mut zones: Vec<(Value, Arc<str>)> = Vec::new();
+    // AS2: health before any shift, for detection; only the record's check so far.
+    let check_ok = reasons_down.is_empty();
+    let mut unshifted: Vec<(Option<Arc<str>>, bool)> = Vec::new();
     if r.values.is_some() {
         // R2 / Z2: static values share the record's zone.
         all_values = p.values.clone();
         if let Some(zone) = &r.zone {
             let zone: Arc<str> = zone.as_str().into();
             zones = p.values.iter().map(|v| (v.clone(), zone.clone())).collect();
+        }
+        if env.zone_health {
+            let zone: Option<Arc<str>> = r.zone.as_deref().map(Arc::from);
+            unshifted = p.values.iter().map(|_| (zone.clone(), check_ok)).collect();
         }
         if let (Some(zone), Some(record_zone)) = (shifted_zone, &r.zone)
             && zone == record_zone
@@ -548,6 +604,23 @@ fn evaluate_record(
         let eps: Vec<_> = endpoints
             .map(|s| s.endpoints.iter().filter(|e| family(&e.address)).collect())
             .unwrap_or_default();
+        if env.zone_health {
+            unshifted = match service.addresses.unwrap_or_default() {
+                ServiceAddresses::Endpoints => eps
+                    .iter()
+                    .map(|e| (e.zone.as_deref().map(Arc::from), check_ok && e.ready))
+                    .collect(),
+                ServiceAddresses::ClusterIp => {
+                    let ready = check_ok && eps.iter().any(|e| e.ready);
+                    endpoints
+                        .map_or(&[][..], |s| &s.cluster_ips[..])
+                        .iter()
+                        .filter(|ip| family(ip))
+                        .map(|_| (None, ready))
+                        .collect()
+                }
+            };
+        }
         let in_shifted =
             |zone: &Option<String>| shifted_zone.is_some() && zone.as_deref() == shifted_zone;
         let mut usable: Vec<IpAddr> = eps
@@ -626,6 +699,7 @@ fn evaluate_record(
                 alias: None,
                 reason: Some(n.into()),
                 zones,
+                unshifted,
             };
         }
     } else if let (Some(check), Some(peer)) = (&p.peer, &r.peer) {
@@ -659,6 +733,15 @@ fn evaluate_record(
             None => reasons_down.push(format!("alias target {} is not served", target.name)),
         }
     }
+    if env.zone_health && (p.peer.is_some() || p.alias.is_some()) {
+        // Peer values and aliases lie in no zone (A2, X3); shifts never touch them.
+        let healthy = reasons_down.is_empty();
+        unshifted = if p.alias.is_some() {
+            vec![(None, healthy)]
+        } else {
+            all_values.iter().map(|_| (None, healthy)).collect()
+        };
+    }
     Evaluated {
         healthy: reasons_down.is_empty(),
         healthy_values,
@@ -666,6 +749,7 @@ fn evaluate_record(
         alias: p.alias.clone(),
         reason: (!reasons_down.is_empty()).then(|| reasons_down.join("; ")),
         zones,
+        unshifted,
     }
 }
 

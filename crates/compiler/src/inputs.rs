@@ -7,17 +7,20 @@
 //!   upsert_check* / set_check_view  ─▶ the check (its users follow when its health changes)
 //!   upsert_service / delete_service ─▶ the groups that read the Service
 //!   upsert_shift / delete_shift     ─▶ the groups it targets, before and after
+//!   upsert_autoshift / delete_autoshift ─▶ the groups it targets (their zone health), the engines
+//!   upsert_node / delete_node       ─▶ the engines (AS3 c)
 //!   recover_served                  ─▶ last good versions from a published table (P6)
 //! ```
 
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use healthroute_api::{CheckType, CheckerView, Labels, ObjectKey, RecordGroupSpec, ZonalShiftSpec};
+use healthroute_api::{CheckType, CheckerView, Labels, ObjectKey, RecordGroupSpec, ShiftTarget};
 use healthroute_table::{CompiledGroup, Value, normalize_name};
 use jiff::Timestamp;
 
 use crate::Compiler;
+use crate::autoshift::{AutoshiftInput, NodeInput};
 use crate::deps::Dep;
 use crate::health::CheckInput;
 use crate::shift::{self, ShiftInput};
@@ -139,17 +142,65 @@ impl Compiler {
             return;
         }
         if let Some(old) = self.shifts.get(&key) {
-            let old_spec = old.spec.clone();
-            self.dirty_targets(&key.namespace, &old_spec);
+            let old_target = old.spec.target.clone();
+            self.dirty_targets(&key.namespace, &old_target);
         }
-        self.dirty_targets(&key.namespace, &input.spec);
+        self.dirty_targets(&key.namespace, &input.spec.target);
         self.shifts.insert(key, input);
     }
 
     pub fn delete_shift(&mut self, key: &ObjectKey) {
         if let Some(old) = self.shifts.remove(key) {
             self.shift_clocks.remove(key);
-            self.dirty_targets(&key.namespace, &old.spec);
+            self.dirty_targets(&key.namespace, &old.spec.target);
+        }
+    }
+
+    /// Sets a ZonalAutoshift. Its engine starts from `input.status` the first time, and keeps
+    /// its own state afterwards (as shift clocks do).
+    pub fn upsert_autoshift(&mut self, key: ObjectKey, input: AutoshiftInput) {
+        if self.autoshifts.get(&key) == Some(&input) {
+            return;
+        }
+        if let Some(old) = self.autoshifts.get(&key) {
+            let old_target = old.spec.target.clone();
+            self.dirty_targets(&key.namespace, &old_target);
+        }
+        // Its groups count their zone health from now on (AS2).
+        self.dirty_targets(&key.namespace, &input.spec.target);
+        self.autoshifts.insert(key, input);
+        self.autoshift_dirty = true;
+    }
+
+    /// Removes a ZonalAutoshift: its shifts end with it (AS4).
+    pub fn delete_autoshift(&mut self, key: &ObjectKey) {
+        if let Some(old) = self.autoshifts.remove(key) {
+            self.engines.remove(key);
+            self.dirty_targets(&key.namespace, &old.spec.target);
+            self.autoshift_dirty = true;
+        }
+    }
+
+    /// Sets a Node's zone and readiness (AS3 c).
+    pub fn upsert_node(&mut self, name: impl Into<String>, input: NodeInput) {
+        let name = name.into();
+        if self.nodes.get(&name) != Some(&input) {
+            self.nodes.insert(name, input);
+            self.autoshift_dirty = true;
+        }
+    }
+
+    pub fn delete_node(&mut self, name: &str) {
+        if self.nodes.remove(name).is_some() {
+            self.autoshift_dirty = true;
+        }
+    }
+
+    /// The simulator's what-if: every ZonalAutoshift takes `zone` as impaired (AS11).
+    pub fn assume_impaired(&mut self, zone: Option<String>) {
+        if self.assumed_impaired != zone {
+            self.assumed_impaired = zone;
+            self.autoshift_dirty = true;
         }
     }
 
@@ -212,13 +263,13 @@ impl Compiler {
         self.dirty.extend(self.names.claimants(name).cloned());
     }
 
-    /// Marks the groups of `namespace` that a shift with `spec` targets.
-    pub(crate) fn dirty_targets(&mut self, namespace: &str, spec: &ZonalShiftSpec) {
+    /// Marks the groups of `namespace` that `target` (a shift's, a ZonalAutoshift's) names.
+    pub(crate) fn dirty_targets(&mut self, namespace: &str, target: &ShiftTarget) {
         let hit: Vec<ObjectKey> = self
             .groups
             .range(ObjectKey::new(namespace, "")..)
             .take_while(|(k, _)| &*k.namespace == namespace)
-            .filter(|(k, g)| shift::targets(spec, &k.name, &g.labels))
+            .filter(|(k, g)| shift::target_matches(target, &k.name, &g.labels))
             .map(|(k, _)| k.clone())
             .collect();
         self.dirty.extend(hit);

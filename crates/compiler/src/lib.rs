@@ -9,11 +9,13 @@
 //!                shift clocks (Z3, Z4)  ─▶ changed shifts ─▶ their groups
 //!                dirty groups, alias targets first ─▶ group::compile ─▶ outcome
 //!                      └─ a changed outcome dirties the groups that alias it
+//!                autoshift engines (AS) read the outcomes' zone health ─▶ their shifts
+//!                      └─ changed shifts dirty their targets ─▶ group::compile again
 //!  table() ◀── Arc<RoutingTable>, rebuilt only from the groups that changed
 //! ```
 //!
 //! The compiler is synchronous and owns no client: the operator's index and standalone mode
-//! feed it, and read tables and statuses back. Recompiling after one change costs the groups
+//! feed it, and read tables and statuses back. Time comes in as `now`, never from a clock. Recompiling after one change costs the groups
 //! that depend on it, not the table.
 //!
 //! This file holds the [`Compiler`]'s state; its methods live with the job they do, each
@@ -27,11 +29,13 @@
 //!   group.rs    one group, a pure function (validate, compile); the table's group keys
 //!   health.rs   one check's health from its views (H6–H10)
 //!   shift.rs    one shift's clock and targets (Z1, Z3, Z4)
+//!   autoshift/  the autoshift engine: detection, practice runs, their calendar (AS1–AS12)
 //!   zones.rs    the served zones
 //!   reasons.rs  the reasons of the Compiled condition
 //!   manifests/  a manifest directory to compiler inputs (standalone mode, the simulator)
 //! ```
 
+pub mod autoshift;
 mod compile;
 mod deps;
 mod error;
@@ -57,6 +61,7 @@ use std::sync::Arc;
 use healthroute_table::{CompiledGroup, RoutingTable, Value};
 use jiff::Timestamp;
 
+pub use autoshift::{AutoshiftEvent, AutoshiftInput, NodeInput};
 pub use compile::CompileReport;
 pub use error::Error;
 pub use group::{GroupOutcome, Rejection};
@@ -79,6 +84,10 @@ pub struct Compiler {
     shifts: BTreeMap<ObjectKey, ShiftInput>,
     services: BTreeMap<ObjectKey, ServiceEndpoints>,
     heartbeats: HashMap<String, Timestamp>,
+    autoshifts: BTreeMap<ObjectKey, AutoshiftInput>,
+    nodes: BTreeMap<String, NodeInput>,
+    /// The simulator's `--zone-impaired`: a zone every configuration takes as impaired.
+    assumed_impaired: Option<String>,
 
     // Derived state.
     check_health: BTreeMap<ObjectKey, CheckHealth>,
@@ -101,6 +110,11 @@ pub struct Compiler {
     table_dirty: BTreeSet<ObjectKey>,
     /// Groups whose served version came back from a published table: their status changes.
     recovered: BTreeSet<ObjectKey>,
+    /// Each ZonalAutoshift's engine state (AS): its autoshift, its practice runs.
+    engines: BTreeMap<ObjectKey, autoshift::Engine>,
+    /// An input the engines read changed (a configuration, Nodes, the what-if) since their
+    /// last step; group and check changes are read from the compile's report.
+    autoshift_dirty: bool,
     /// Whether outcomes carry their decision path ([`GroupOutcome::explain`]).
     explain: bool,
     /// Whether outcomes leave out the per-record status ([`GroupOutcome::records`]).

@@ -1,12 +1,13 @@
 //! What callers read back from the compiler after a compile: the table, each group's
-//! outcome, each check's health and views, and the status of groups and shifts as data (the
-//! status writer adds the conditions and writes them; standalone mode writes none).
+//! outcome, each check's health and views, and the status of groups, shifts and
+//! ZonalAutoshifts as data (the status writer adds the conditions and writes them; standalone
+//! mode writes none).
 
 use std::sync::Arc;
 
 use healthroute_api::{
-    AppliedStatus, CheckerView, ObjectKey, RecordGroupStatus, ShiftGroupStatus, ShiftState,
-    ZonalShiftStatus,
+    AppliedStatus, CheckerView, EngineShiftStatus, ObjectKey, RecordGroupStatus, ShiftGroupStatus,
+    ShiftState, ShiftTarget, ShiftType, ZonalAutoshiftStatus, ZonalShiftStatus,
 };
 use healthroute_table::{RoutingTable, Selection, Value};
 use jiff::Timestamp;
@@ -96,38 +97,94 @@ impl Compiler {
             Err(e) => return Some(Err(e.clone())),
         };
         let state = clock.state(now);
+        let groups = if state == ShiftState::Active {
+            self.shift_groups(key, &shift.spec.target)
+        } else {
+            Vec::new()
+        };
+        Some(Ok(ZonalShiftStatus {
+            shift_type: Some(ShiftType::Customer),
+            status: Some(state),
+            start_time: Some(clock.start.into()),
+            expiry_time: Some(clock.expiry.into()),
+            expires_in: Some(clock.expires_in.clone()),
+            applied_groups: Some(applied_of(&groups)),
+            groups,
+            conditions: Vec::new(),
+            observed_generation: None,
+        }))
+    }
+
+    /// The ZonalAutoshifts, by key.
+    pub fn autoshift_keys(&self) -> impl Iterator<Item = &ObjectKey> {
+        self.autoshifts.keys()
+    }
+
+    /// The status of a ZonalAutoshift as data (AS11): what its engine decided at the last
+    /// compile, and each shift it holds in a ZonalShift's status shape. `None` before the
+    /// first compile that saw it.
+    pub fn autoshift_status(&self, key: &ObjectKey) -> Option<ZonalAutoshiftStatus> {
+        let input = self.autoshifts.get(key)?;
+        let engine = self.engines.get(key)?;
+        let mut status = engine.status();
+        status.shifts = engine
+            .shifts(key)
+            .into_iter()
+            .map(|s| {
+                let groups = self.shift_groups(&s.key, &input.spec.target);
+                EngineShiftStatus {
+                    name: s.key.name.to_string(),
+                    away_from: s.away_from,
+                    status: ZonalShiftStatus {
+                        shift_type: Some(s.shift_type),
+                        status: Some(ShiftState::Active),
+                        start_time: Some(s.start.into()),
+                        expiry_time: s.end.map(Into::into),
+                        applied_groups: Some(applied_of(&groups)),
+                        groups,
+                        ..Default::default()
+                    },
+                }
+            })
+            .collect();
+        Some(status)
+    }
+
+    /// Why a ZonalAutoshift's configuration cannot be used, if it cannot (AS1).
+    pub fn autoshift_error(&self, key: &ObjectKey) -> Option<&str> {
+        self.engines.get(key)?.error()
+    }
+
+    /// What the shift `shift` does to each group `target` names in its namespace (Z5, Z6, AS5).
+    fn shift_groups(&self, shift: &ObjectKey, target: &ShiftTarget) -> Vec<ShiftGroupStatus> {
         let mut groups = Vec::new();
         for (gk, g) in self
             .groups
-            .range(key.sibling("")..)
-            .take_while(|(k, _)| k.namespace == key.namespace)
+            .range(shift.sibling("")..)
+            .take_while(|(k, _)| k.namespace == shift.namespace)
         {
-            if !shift::targets(&shift.spec, &gk.name, &g.labels) || state != ShiftState::Active {
+            if !shift::target_matches(target, &gk.name, &g.labels) {
                 continue;
             }
             let outcome = self
                 .outcomes
                 .get(gk)
-                .and_then(|o| o.shifts.iter().find(|s| &s.shift == key));
+                .and_then(|o| o.shifts.iter().find(|s| &s.shift == shift));
             groups.push(ShiftGroupStatus {
                 record_group: gk.name.to_string(),
                 applied_status: outcome.map_or(AppliedStatus::NotApplied, |o| o.applied),
                 reason: outcome.and_then(|o| o.reason),
             });
         }
-        let applied = groups
-            .iter()
-            .filter(|g| g.applied_status == AppliedStatus::Applied)
-            .count();
-        Some(Ok(ZonalShiftStatus {
-            status: Some(state),
-            start_time: Some(clock.start.into()),
-            expiry_time: Some(clock.expiry.into()),
-            expires_in: Some(clock.expires_in.clone()),
-            applied_groups: Some(format!("{applied}/{}", groups.len())),
-            groups,
-            conditions: Vec::new(),
-            observed_generation: None,
-        }))
+        groups
     }
+}
+
+/// "applied/targeted", for `kubectl get zs`.
+fn applied_of(groups: &[ShiftGroupStatus]) -> String {
+    let applied = groups
+        .iter()
+        .filter(|g| g.applied_status == AppliedStatus::Applied)
+        .count();
+    format!("{applied}/{}", groups.len())
 }

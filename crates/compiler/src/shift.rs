@@ -7,7 +7,9 @@
 use jiff::{SignedDuration, Timestamp};
 use kube::core::{Selector, SelectorExt};
 
-use healthroute_api::{Labels, ShiftState, ZonalShiftSpec, ZonalShiftStatus, parse_expires_in};
+use healthroute_api::{
+    Labels, ShiftState, ShiftTarget, ZonalShiftSpec, ZonalShiftStatus, parse_expires_in,
+};
 
 /// A shift as the compiler sees it.
 #[derive(Clone, Debug, PartialEq)]
@@ -98,10 +100,16 @@ fn clock_from_status(shift: &ShiftInput) -> Option<ShiftClock> {
 /// Whether `shift` (in the group's namespace) targets a RecordGroup named `group` with
 /// `labels`.
 pub fn targets(spec: &ZonalShiftSpec, group: &str, labels: &Labels) -> bool {
-    if let Some(name) = &spec.target.record_group {
+    target_matches(&spec.target, group, labels)
+}
+
+/// Whether `target` (a ZonalShift's or a ZonalAutoshift's, in the group's namespace) names a
+/// RecordGroup named `group` with `labels`.
+pub fn target_matches(target: &ShiftTarget, group: &str, labels: &Labels) -> bool {
+    if let Some(name) = &target.record_group {
         return name == group;
     }
-    match &spec.target.selector {
+    match &target.selector {
         Some(selector) => match Selector::try_from(selector.clone()) {
             Ok(sel) => sel.matches(labels),
             Err(_) => false,

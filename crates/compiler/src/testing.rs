@@ -3,9 +3,9 @@
 use jiff::Timestamp;
 
 use healthroute_api::{
-    AliasTarget, CheckType, FailoverRole, FailoverSpec, HealthCheckRef, HealthCheckSpec,
-    ProbeTarget, RecordGroupSpec, RecordSpec, RecordTypeSpec, RoutingPolicy, ServiceRef,
-    ShiftTarget, ZonalShiftSpec,
+    AliasTarget, AutoshiftMode, CheckType, FailoverRole, FailoverSpec, HealthCheckRef,
+    HealthCheckSpec, PracticeRunSpec, ProbeTarget, RecordGroupSpec, RecordSpec, RecordTypeSpec,
+    RoutingPolicy, ServiceRef, ShiftTarget, ZonalAutoshiftSpec, ZonalShiftSpec,
 };
 
 use super::{CheckerView, Compiler, EndpointInput, GroupInput, ObjectKey, ServedZones};
@@ -169,5 +169,34 @@ pub fn mk_shift(away_from: &str, group: &str, expires_in: &str) -> ZonalShiftSpe
         expires_in: expires_in.into(),
         comment: None,
         cancel: false,
+    }
+}
+
+/// A ZonalAutoshift over `group`, with autoshift enabled or not, and practice runs judged by
+/// the outcome alarm `outcome` (defaults elsewhere).
+pub fn mk_autoshift(group: &str, enabled: bool) -> ZonalAutoshiftSpec {
+    ZonalAutoshiftSpec {
+        target: ShiftTarget {
+            record_group: Some(group.into()),
+            selector: None,
+        },
+        autoshift: if enabled {
+            AutoshiftMode::Enabled
+        } else {
+            AutoshiftMode::Disabled
+        },
+        detection: None,
+        practice_run: Some(PracticeRunSpec {
+            outcome_alarms: vec![HealthCheckRef {
+                name: "outcome".into(),
+            }],
+            blocking_alarms: Vec::new(),
+            blocked_dates: Vec::new(),
+            blocked_windows: Vec::new(),
+            allowed_windows: Vec::new(),
+            duration: None,
+            cadence: None,
+            minimum_remaining_capacity_percent: None,
+        }),
     }
 }

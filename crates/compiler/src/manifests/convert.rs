@@ -2,10 +2,11 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::ResourceExt;
 
+use crate::autoshift::NodeInput;
 use crate::inputs::{EndpointInput, GroupInput, ServiceEndpoints};
 use healthroute_api::{ObjectKey, RecordGroup};
 
@@ -67,4 +68,21 @@ pub fn cluster_ips(service: &Service) -> Vec<std::net::IpAddr> {
         None => spec.cluster_ip.iter().collect(),
     };
     ips.into_iter().filter_map(|ip| ip.parse().ok()).collect()
+}
+
+/// The label that names a Node's zone.
+pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
+
+/// The compiler's view of a Node (SEMANTICS AS3 c): its zone label, and whether its `Ready`
+/// condition is True (a Node without one is not Ready, as the node controller reads it).
+pub fn node_input(node: &Node) -> NodeInput {
+    NodeInput {
+        zone: node.labels().get(ZONE_LABEL).cloned(),
+        ready: node
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+            .is_some_and(|c| c.status == "True"),
+    }
 }

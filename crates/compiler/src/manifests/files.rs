@@ -3,16 +3,16 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::{CustomResourceExt, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde_json::Value as Json;
 
-use super::convert::{cluster_ips, endpoints_from_slices};
+use super::convert::{cluster_ips, endpoints_from_slices, node_input};
 use super::{ManifestError, Manifests};
 use crate::error::Error;
-use healthroute_api::{HealthCheck, ObjectKey, RecordGroup, ZonalShift};
+use healthroute_api::{HealthCheck, ObjectKey, RecordGroup, ZonalAutoshift, ZonalShift};
 
 /// How manifests are read: as kubectl reads them (YAML 1.1 booleans such as `y`, `yes`, `on`,
 /// and octal `0755`), so that a file means the same in standalone mode and to the API server.
@@ -135,7 +135,12 @@ impl Loader {
                     insert_unique(&mut self.out.shifts, k, obj, doc, &mut self.errors);
                 }
             }
-            (v, "RecordGroup" | "HealthCheck" | "ZonalShift")
+            ("healthroute.io/v1alpha1", "ZonalAutoshift") => {
+                if let Some((k, obj)) = self.typed::<ZonalAutoshift>(doc, &value) {
+                    insert_unique(&mut self.out.autoshifts, k, obj, doc, &mut self.errors);
+                }
+            }
+            (v, "RecordGroup" | "HealthCheck" | "ZonalShift" | "ZonalAutoshift")
                 if v.starts_with("healthroute.io/") =>
             {
                 self.errors.push(doc.error(
@@ -147,6 +152,13 @@ impl Loader {
             ("discovery.k8s.io/v1", "EndpointSlice") => {
                 if let Some(slice) = self.plain::<EndpointSlice>(doc, &kind, value) {
                     self.slices.push(slice);
+                }
+            }
+            ("v1", "Node") => {
+                if let Some(node) = self.plain::<Node>(doc, &kind, value) {
+                    let name = node.name_any();
+                    let input = node_input(&node);
+                    insert_unique(&mut self.out.nodes, name, input, doc, &mut self.errors);
                 }
             }
             ("v1", "Service") => {
@@ -260,9 +272,9 @@ impl Loader {
     }
 }
 
-fn insert_unique<T>(
-    map: &mut BTreeMap<ObjectKey, T>,
-    key: ObjectKey,
+fn insert_unique<K: Ord + std::fmt::Display, T>(
+    map: &mut BTreeMap<K, T>,
+    key: K,
     obj: T,
     doc: &Doc<'_>,
     errors: &mut Vec<ManifestError>,

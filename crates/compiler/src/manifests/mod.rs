@@ -6,13 +6,14 @@
 //! lengths by the generated OpenAPI schema, and the cross-field rules by the same CEL
 //! expressions the CRDs carry. A bad file is reported with the file, the object and the field
 //! at fault. Services (for `addresses: ClusterIP`) and `discovery.k8s.io/v1` EndpointSlices
-//! (as `kubectl get endpointslices -o yaml` writes them) supply pod readiness. Other kinds are
+//! (as `kubectl get endpointslices -o yaml` writes them) supply pod readiness, and Nodes (as
+//! `kubectl get nodes -o yaml` writes them) their zone and readiness (AS3). Other kinds are
 //! skipped with a warning; `healthroute.yaml` is the standalone configuration, not a manifest.
 //!
 //! ```text
 //!   files.rs     the directory, its files, the YAML stream as kubectl reads it, each object typed
 //!   validate.rs  the CRD's OpenAPI bounds and CEL rules, as the API server checks them
-//!   convert.rs   objects to the compiler's inputs (groups, Services' endpoints)
+//!   convert.rs   objects to the compiler's inputs (groups, Services' endpoints, Nodes)
 //! ```
 
 mod convert;
@@ -23,14 +24,15 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::Compiler;
+use crate::autoshift::{AutoshiftInput, NodeInput};
 use crate::error::Error;
 use crate::health::CheckInput;
 use crate::inputs::{GroupInput, ServiceEndpoints};
 use crate::shift::ShiftInput;
-use healthroute_api::{HealthCheck, ObjectKey, RecordGroup, ZonalShift};
+use healthroute_api::{HealthCheck, ObjectKey, RecordGroup, ZonalAutoshift, ZonalShift};
 
 pub use crate::error::ManifestError;
-pub use convert::{cluster_ips, endpoints_from_slices, group_input};
+pub use convert::{ZONE_LABEL, cluster_ips, endpoints_from_slices, group_input, node_input};
 use files::Loader;
 pub use files::yaml_options;
 
@@ -53,7 +55,10 @@ pub struct Manifests {
     pub groups: BTreeMap<ObjectKey, RecordGroup>,
     pub checks: BTreeMap<ObjectKey, HealthCheck>,
     pub shifts: BTreeMap<ObjectKey, ZonalShift>,
+    pub autoshifts: BTreeMap<ObjectKey, ZonalAutoshift>,
     pub services: BTreeMap<ObjectKey, ServiceEndpoints>,
+    /// Nodes by name (cluster-scoped).
+    pub nodes: BTreeMap<String, NodeInput>,
     /// Kinds that were skipped, and similar notes worth a log line.
     pub warnings: Vec<String>,
 }
@@ -105,6 +110,16 @@ impl Manifests {
                 compiler.delete_shift(k);
             }
             for k in prev
+                .autoshifts
+                .iter()
+                .filter(|k| !self.autoshifts.contains_key(*k))
+            {
+                compiler.delete_autoshift(k);
+            }
+            for n in prev.nodes.iter().filter(|n| !self.nodes.contains_key(*n)) {
+                compiler.delete_node(n);
+            }
+            for k in prev
                 .services
                 .iter()
                 .filter(|k| !self.services.contains_key(*k))
@@ -116,7 +131,9 @@ impl Manifests {
             groups: self.groups.keys().cloned().collect(),
             checks: self.checks.keys().cloned().collect(),
             shifts: self.shifts.keys().cloned().collect(),
+            autoshifts: self.autoshifts.keys().cloned().collect(),
             services: self.services.keys().cloned().collect(),
+            nodes: self.nodes.keys().cloned().collect(),
         };
         for (k, g) in self.groups {
             let created = g.metadata.creation_timestamp.as_ref().map(|t| t.0);
@@ -145,6 +162,12 @@ impl Manifests {
                 },
             );
         }
+        for (k, a) in self.autoshifts {
+            compiler.upsert_autoshift(k, AutoshiftInput::from_object(&a));
+        }
+        for (name, node) in self.nodes {
+            compiler.upsert_node(name, node);
+        }
         for (k, e) in self.services {
             compiler.upsert_service(k, e);
         }
@@ -158,7 +181,9 @@ pub struct AppliedKeys {
     pub groups: Vec<ObjectKey>,
     pub checks: Vec<ObjectKey>,
     pub shifts: Vec<ObjectKey>,
+    pub autoshifts: Vec<ObjectKey>,
     pub services: Vec<ObjectKey>,
+    pub nodes: Vec<String>,
 }
 
 #[cfg(test)]
@@ -391,6 +416,58 @@ spec: {awayFrom: zone-b, target: {recordGroup: api}, expiresIn: 100h}
             m.groups[&ObjectKey::new("shop", "g")].spec.records[1].set_identifier,
             "y"
         );
+    }
+
+    // SEM-AS1 SEM-AS3 SEM-AS10: a ZonalAutoshift is checked like the API server would check
+    // it, its request read from the annotation; Nodes give their zone and readiness.
+    #[test]
+    fn autoshifts_and_nodes_are_read() {
+        let text = r#"
+apiVersion: healthroute.io/v1alpha1
+kind: ZonalAutoshift
+metadata:
+  name: fleet
+  namespace: shop
+  annotations: {healthroute.io/practice-run: "start:1", healthroute.io/practice-run-zone: zone-b}
+spec:
+  target: {selector: {matchLabels: {tier: frontend}}}
+  autoshift: Enabled
+  practiceRun:
+    outcomeAlarms: [{name: errors}]
+    blockedWindows: ["Mon:10:00-Mon:10:30"]
+---
+apiVersion: v1
+kind: Node
+metadata: {name: n1, labels: {topology.kubernetes.io/zone: zone-a}}
+status:
+  conditions: [{type: Ready, status: "True"}, {type: DiskPressure, status: "False"}]
+---
+apiVersion: v1
+kind: Node
+metadata: {name: n2, labels: {topology.kubernetes.io/zone: zone-a}}
+status:
+  conditions: [{type: Ready, status: Unknown}]
+"#;
+        let m = load(text).expect("loads");
+        let a = &m.autoshifts[&ObjectKey::new("shop", "fleet")];
+        let input = AutoshiftInput::from_object(a);
+        let request = input.request.expect("reads").expect("a request");
+        assert_eq!(
+            (request.value.as_str(), request.zone.as_deref()),
+            ("start:1", Some("zone-b"))
+        );
+        assert!(m.nodes["n1"].ready && !m.nodes["n2"].ready);
+        assert_eq!(m.nodes["n2"].zone.as_deref(), Some("zone-a"));
+
+        let bad = text.replace("Mon:10:00-Mon:10:30", "Monday 10:00");
+        let errs = load(&bad).expect_err("rejected").to_string();
+        assert!(
+            errs.contains("ZonalAutoshift shop/fleet") && errs.contains("blockedWindows"),
+            "{errs}"
+        );
+        let enabled_alone = "apiVersion: healthroute.io/v1alpha1\nkind: ZonalAutoshift\nmetadata: {name: x, namespace: shop}\nspec: {target: {recordGroup: api}, autoshift: Enabled}\n";
+        let errs = load(enabled_alone).expect_err("rejected").to_string();
+        assert!(errs.contains("requires a practiceRun"), "{errs}");
     }
 
     #[test]

@@ -10,8 +10,10 @@
 //!   zone_affinity.rs  A1–A5
 //!   incremental.rs    what a change recompiles, and lighter compilers
 //!   peers.rs          X2-X5: peer sources
+//!   autoshift.rs      AS1–AS12: zonal autoshift and practice runs, on a driven clock
 //! ```
 
+mod autoshift;
 mod checks;
 mod incremental;
 mod peers;

@@ -2,6 +2,7 @@
 
 mod dns;
 mod metric;
+mod peers;
 mod protocol;
 mod simulate;
 mod standalone;

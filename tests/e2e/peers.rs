@@ -444,8 +444,9 @@ fn a_lost_peer_is_unhealthy_and_answers_go_on() {
 }
 
 // SEM-X7 SEM-X5: a wrong secret gets NOTAUTH + BADSIG, an unknown key name NOTAUTH + BADKEY,
-// an unsigned query REFUSED, over UDP and TCP, none with a record, each counted by result; a
-// peer configured with the wrong secret is unhealthy, and the label and log say why.
+// an unsigned query REFUSED, over UDP and TCP, a stale signature NOTAUTH + a signed BADTIME,
+// none with a record, each counted by result; a peer configured with the wrong secret is
+// unhealthy, and the label and log say why.
 #[test]
 fn wrong_keys_are_refused_and_said() {
     let west_web = Backend::start();
@@ -480,6 +481,23 @@ fn wrong_keys_are_refused_and_said() {
         assert_eq!(m.metadata.response_code, ResponseCode::Refused, "{m:?}");
         assert!(m.answers.is_empty() && tsig_of(&m).is_none(), "{m:?}");
     }
+    // Signed 400 s ago, outside the 300 s fudge: NOTAUTH with a signed BADTIME.
+    let Query { bytes, pending } =
+        Query::new("shop", "www", &ring(&[SHARED]), unix_now() - 400).expect("a query");
+    let raw = exchange_raw(west_x, &bytes, false, Duration::from_secs(3)).expect("a reply");
+    let m = strict(&raw);
+    assert_eq!(m.metadata.response_code, ResponseCode::NotAuth, "{m:?}");
+    assert!(m.answers.is_empty(), "{m:?}");
+    assert_eq!(
+        tsig_of(&m),
+        Some((SHARED.0.to_owned(), Some(TsigError::BadTime)))
+    );
+    assert!(m.signature().is_some_and(|t| !t.data.mac.is_empty()));
+    // The client reads BADTIME only from a reply whose MAC verifies (ClockSkew).
+    assert_eq!(
+        pending.read_answer(&raw, unix_now()).map_err(|e| e.label()),
+        Err("bad_time")
+    );
     // The right key, for comparison: west's value, signed.
     let (m, read) = ask_exchange(west_x, &ring(&[SHARED]), false);
     assert_eq!(
@@ -492,6 +510,7 @@ fn wrong_keys_are_refused_and_said() {
     assert_eq!(served(&metrics, "bad_signature"), 2.0, "{metrics}");
     assert_eq!(served(&metrics, "bad_key"), 2.0, "{metrics}");
     assert_eq!(served(&metrics, "unsigned"), 2.0, "{metrics}");
+    assert_eq!(served(&metrics, "bad_time"), 1.0, "{metrics}");
     assert_eq!(served(&metrics, "answered"), 1.0, "{metrics}");
 
     // East with the wrong secret: its peer check fails, labelled and logged as BADSIG.

@@ -3,6 +3,7 @@
 mod autoshift;
 mod dns;
 mod metric;
+mod peers;
 mod protocol;
 mod simulate;
 mod standalone;

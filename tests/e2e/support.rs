@@ -233,3 +233,85 @@ pub fn promtool_problems(exposition: &str) -> Option<String> {
         said
     })
 }
+
+impl Resolver {
+    /// Kills the process and returns everything it logged (stderr).
+    pub fn stop_and_log(&mut self) -> String {
+        use std::io::Read;
+        self.stop_now();
+        let mut log = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = e.read_to_string(&mut log);
+        }
+        log
+    }
+}
+
+/// The value of one series in a Prometheus exposition: `series` is the name with its labels
+/// as exported (`healthroute_x_total{a="b"}`), or `None` when it is not there.
+pub fn sample(exposition: &str, series: &str) -> Option<f64> {
+    exposition.lines().find_map(|l| {
+        l.strip_prefix(series)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
+/// A local TCP server that answers `200 ok` to whatever it is sent (good for TCP and HTTP
+/// health checks), and can be switched off (port closed: "connect refused") and on again on
+/// the same port.
+pub struct Backend {
+    pub addr: std::net::SocketAddr,
+    up: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Backend {
+    pub fn start() -> Backend {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let up = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        Self::serve(listener, up.clone());
+        Backend { addr, up }
+    }
+
+    fn serve(listener: std::net::TcpListener, up: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+        use std::io::{Read, Write};
+        std::thread::spawn(move || {
+            listener.set_nonblocking(true).expect("nonblocking");
+            while up.load(std::sync::atomic::Ordering::SeqCst) {
+                match listener.accept() {
+                    Ok((mut s, _)) => {
+                        let _ = s.set_nonblocking(false);
+                        let _ = s.set_read_timeout(Some(std::time::Duration::from_millis(200)));
+                        let mut buf = [0u8; 1024];
+                        let _ = s.read(&mut buf);
+                        let _ = s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok");
+                    }
+                    Err(_) => std::thread::sleep(std::time::Duration::from_millis(5)),
+                }
+            }
+            // The listener is dropped here: the port is closed.
+        });
+    }
+
+    /// Closes the port (the accept loop ends within a few milliseconds).
+    pub fn stop(&self) {
+        self.up.store(false, std::sync::atomic::Ordering::SeqCst);
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+
+    /// Listens on the same port again.
+    pub fn restart(&self) {
+        let listener = std::net::TcpListener::bind(self.addr).expect("rebind the same port");
+        self.up.store(true, std::sync::atomic::Ordering::SeqCst);
+        Self::serve(listener, self.up.clone());
+    }
+}
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        self.up.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+}

@@ -76,6 +76,14 @@ impl Threshold {
     pub fn healthy(&self) -> bool {
         self.healthy
     }
+    /// Sets the view outright (what a peer answered, X4); returns true when it flips.
+    pub fn set(&mut self, healthy: bool) -> bool {
+        self.streak = 0;
+        let flipped = self.healthy != healthy;
+        self.healthy = healthy;
+        flipped
+    }
+
     /// Counts one observation; returns true when the view flips.
     pub fn observe(&mut self, ok: bool) -> bool {
         if ok == self.healthy {
@@ -665,6 +673,7 @@ impl CheckTask {
         let mut state = Threshold::new(self.spec.failure_threshold);
         let mut values: Vec<String> = Vec::new();
         let mut reported: Option<(bool, Vec<String>, &'static str)> = None;
+        let mut path = peer::PathState::default();
         let mut schedule = Schedule::new(&self.key, interval);
         loop {
             schedule.tick().await;
@@ -698,7 +707,7 @@ impl CheckTask {
             };
             counter.fetch_add(1, Ordering::Relaxed);
             self.bump(slot);
-            if state.observe(obs.healthy) {
+            if path.observe(&mut state, &obs) {
                 self.metrics.flips.fetch_add(1, Ordering::Relaxed);
                 self.bump(3);
             }

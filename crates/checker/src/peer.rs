@@ -232,6 +232,40 @@ fn judge(answer: PeerAnswer, address: &str) -> PeerObservation {
     }
 }
 
+/// How a Peer check's view follows its observations (X4): what the peer answered counts at
+/// once (its own checks already passed their thresholds); the thresholds damp the path, so an
+/// exchange that failed flips the view only after `failureThreshold` failures in a row, and
+/// after the path failed, as many answers in a row bring it back.
+#[derive(Debug, Default)]
+pub struct PathState {
+    /// The last observations failed on the path (not what the peer answered).
+    path_failing: bool,
+}
+
+impl PathState {
+    /// Whether `obs` is the peer's answer (values, or nothing healthy there), not a failure
+    /// of the exchange.
+    fn answered(obs: &PeerObservation) -> bool {
+        matches!(obs.result, "ok" | "nothing_healthy" | "no_such_group")
+    }
+
+    /// Counts `obs` into `view`; returns true when the view flips.
+    pub fn observe(&mut self, view: &mut crate::Threshold, obs: &PeerObservation) -> bool {
+        if !Self::answered(obs) {
+            self.path_failing = true;
+            return view.observe(false);
+        }
+        if self.path_failing && obs.healthy {
+            // The path is back: as many answers as the threshold, as for a probe.
+            let flipped = view.observe(true);
+            self.path_failing = !view.healthy();
+            return flipped;
+        }
+        self.path_failing = false;
+        view.set(obs.healthy)
+    }
+}
+
 /// Why an exchange with one listener gave no values.
 enum Failure {
     /// The listener answered, and what it said decides the observation.
@@ -510,6 +544,43 @@ mod tests {
         assert!(!obs.healthy);
         assert_eq!(obs.result, "timeout");
         assert!(obs.message.contains("no answer within"), "{}", obs.message);
+    }
+
+    fn seen(result: &'static str, healthy: bool) -> PeerObservation {
+        PeerObservation {
+            values: Vec::new(),
+            healthy,
+            message: String::new(),
+            result,
+        }
+    }
+
+    // SEM-X4 SEM-H5: what the peer answers counts at once; a failing path needs the
+    // threshold to flip the view, and as many answers to bring it back.
+    #[test]
+    fn answers_count_at_once_and_the_path_is_damped() {
+        let mut view = crate::Threshold::new(3);
+        let mut path = PathState::default();
+        // The peer says its group has nothing healthy: unhealthy at once, back at once.
+        assert!(path.observe(&mut view, &seen("nothing_healthy", false)));
+        assert!(!view.healthy());
+        assert!(path.observe(&mut view, &seen("ok", true)));
+        assert!(view.healthy());
+        // Two timeouts, then an answer: no flip (a lost packet is not a failover).
+        assert!(!path.observe(&mut view, &seen("timeout", false)));
+        assert!(!path.observe(&mut view, &seen("timeout", false)));
+        assert!(!path.observe(&mut view, &seen("ok", true)));
+        assert!(view.healthy());
+        // Three in a row flip it; then three answers bring it back.
+        for _ in 0..2 {
+            assert!(!path.observe(&mut view, &seen("bad_signature", false)));
+        }
+        assert!(path.observe(&mut view, &seen("timeout", false)));
+        assert!(!view.healthy());
+        assert!(!path.observe(&mut view, &seen("ok", true)));
+        assert!(!path.observe(&mut view, &seen("ok", true)));
+        assert!(path.observe(&mut view, &seen("ok", true)));
+        assert!(view.healthy());
     }
 
     // SEM-X5 SEM-X7: a key the peer holds with another secret: its BADSIG is an unhealthy

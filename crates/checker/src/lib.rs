@@ -258,6 +258,15 @@ impl Schedule {
         }
     }
 
+    /// The first slot within `bound` of now (the phase taken modulo `bound`).
+    fn first_within(mut self, bound: Duration) -> Self {
+        let now = tokio::time::Instant::now();
+        let phase = self.next.saturating_duration_since(now);
+        let bound_ms = bound.as_millis().max(1) as u64;
+        self.next = now + Duration::from_millis(phase.as_millis() as u64 % bound_ms);
+        self
+    }
+
     /// Up to 5% of the interval, at most 250 ms.
     fn with_jitter(mut self) -> Self {
         self.jitter_max_ms = (self.interval.as_millis() as u64 / 20).min(250);
@@ -674,7 +683,9 @@ impl CheckTask {
         let mut values: Vec<String> = Vec::new();
         let mut reported: Option<(bool, Vec<String>, &'static str)> = None;
         let mut path = peer::PathState::default();
-        let mut schedule = Schedule::new(&self.key, interval);
+        // A peer source has no value until its first exchange: ask within a second of
+        // starting rather than at the check's phase, which may be an interval away.
+        let mut schedule = Schedule::new(&self.key, interval).first_within(Duration::from_secs(1));
         loop {
             schedule.tick().await;
             let obs = match (self.peers.get(&target.cluster), target.group()) {

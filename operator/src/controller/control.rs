@@ -1,9 +1,10 @@
 //! The control loop's state and what each input does to it: watch events into the index,
 //! leadership terms, the publisher's feedback, the Metric-check evaluator, compiles, the
-//! Peer checks' plan, and the periodic status re-check. What each object's status says is
-//! the status module's ([`Ledger`]), which Peer checks exist the peers module's
-//! ([`PeerChecks`]); this file decides when.
+//! Peer checks' plan, the autoshift engines' reports, and the periodic status re-check. What
+//! each object's status says is the status module's ([`Ledger`]), which Peer checks exist the
+//! peers module's ([`PeerChecks`]); this file decides when.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -13,13 +14,14 @@ use tokio::sync::watch;
 
 use super::Config;
 use crate::index::{Index, Input};
-use crate::metrics::ControlMetrics;
+use crate::metrics::{AutoshiftMetrics, ControlMetrics, OperatorMetrics};
 use crate::peers::PeerChecks;
 use crate::publish::{PublishFeedback, PublishRequest};
 use crate::readiness::Readiness;
 use crate::status::Ledger;
-use healthroute_api::CheckType;
+use healthroute_api::{CheckType, PracticeRunOutcome};
 use healthroute_checker::{Checker, CheckerEvent};
+use healthroute_compiler::AutoshiftEvent;
 
 /// The control loop's state: the index, the evaluator, the leadership term, and its
 /// channels to the publisher and (through the ledger) to the status writer.
@@ -37,6 +39,7 @@ pub(super) struct Control {
     /// The Peer checks the groups need (X4), planned after compiles while leading.
     peers: PeerChecks,
     metrics: Arc<ControlMetrics>,
+    autoshift: Arc<AutoshiftMetrics>,
     readiness: Arc<Readiness>,
 }
 
@@ -47,7 +50,7 @@ impl Control {
         requests: watch::Sender<PublishRequest>,
         statuses: Ledger,
         peers: PeerChecks,
-        metrics: Arc<ControlMetrics>,
+        metrics: &OperatorMetrics,
         readiness: Arc<Readiness>,
     ) -> Self {
         Control {
@@ -58,7 +61,8 @@ impl Control {
             requests,
             statuses,
             peers,
-            metrics,
+            metrics: metrics.control.clone(),
+            autoshift: metrics.autoshift.clone(),
             readiness,
         }
     }
@@ -140,21 +144,25 @@ impl Control {
         }
     }
 
-    pub(super) fn apply(&mut self, input: Input) {
+    /// Takes in one watch event; false when it changed nothing a compile reads.
+    pub(super) fn apply(&mut self, input: Input) -> bool {
         let check = matches!(input, Input::Check(_));
         match input {
             Input::Group(_) => self.peers.group_changed(),
             Input::Check(_) => self.peers.check_changed(),
             _ => {}
         }
-        self.index.apply(input);
+        let changed = self.index.apply(input);
         self.metrics.events.fetch_add(1, Ordering::Relaxed);
         if check && self.term != 0 {
             self.sync_evaluator();
         }
+        changed
     }
 
-    /// A new term begins with a read-back; a term that ends drops every unsent status.
+    /// A new term begins with a read-back, and with every autoshift engine resumed from its
+    /// object's status (what the last leader decided, AS11); a term that ends drops every
+    /// unsent status.
     pub(super) fn set_leader(&mut self, is_leader: bool) {
         self.metrics.leader.store(is_leader, Ordering::Relaxed);
         self.readiness.set_leader(is_leader);
@@ -164,8 +172,10 @@ impl Control {
         if is_leader {
             self.terms += 1;
             self.term = self.terms;
+            self.index.resume_autoshifts();
         } else {
             self.term = 0;
+            self.autoshift.clear_active();
         }
         self.sync_evaluator();
         self.requests.send_replace(PublishRequest {
@@ -225,8 +235,11 @@ impl Control {
             .store(table.groups.len() as u64, Ordering::Relaxed);
         self.export_gauges();
         if self.term == 0 {
-            return;
+            return; // what the engines did is the leader's to tell
         }
+        self.tell_autoshift_events(&report.autoshift_events);
+        self.statuses
+            .take_autoshift_events(&report.autoshift_events);
         // Off the table's path: the plan goes to its own writer (P7).
         self.peers.after_compile(&self.index);
         if !self.statuses.seeded() {
@@ -246,6 +259,38 @@ impl Control {
             report.changed_checks,
             Timestamp::now(),
         );
+    }
+
+    /// The leader logs and counts what the engines did (as standalone mode does), and
+    /// exports the zones autoshifted away from.
+    fn tell_autoshift_events(&self, events: &[AutoshiftEvent]) {
+        for event in events {
+            match event {
+                AutoshiftEvent::PracticeRunEnded {
+                    config, outcome, ..
+                } if *outcome != PracticeRunOutcome::Succeeded => {
+                    tracing::warn!(zonal_autoshift = %config, outcome = outcome.as_str(), "{event}");
+                }
+                AutoshiftEvent::PracticeRunNotStarted { config, reason, .. } => {
+                    tracing::warn!(zonal_autoshift = %config, reason = reason.as_str(), "{event}");
+                }
+                AutoshiftEvent::AutoshiftStarted { config, .. }
+                | AutoshiftEvent::AutoshiftEnded { config, .. }
+                | AutoshiftEvent::PracticeRunStarted { config, .. }
+                | AutoshiftEvent::PracticeRunEnded { config, .. } => {
+                    tracing::info!(zonal_autoshift = %config, "{event}");
+                }
+            }
+        }
+        self.autoshift.count(events);
+        let compiler = &self.index.compiler;
+        let mut active: BTreeMap<String, i64> = BTreeMap::new();
+        for key in compiler.autoshift_keys() {
+            if let Some(zone) = compiler.autoshift_status(key).and_then(|s| s.active_zone) {
+                *active.entry(zone).or_default() += 1;
+            }
+        }
+        self.autoshift.set_active(active);
     }
 
     /// The periodic re-check of every status against the objects as watched (leader only).

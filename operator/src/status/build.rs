@@ -5,7 +5,10 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::conditions::{Desired, condition_reasons, merge_conditions, types};
-use healthroute_api::{AppliedStatus, HealthCheckStatus, RecordGroupStatus, ZonalShiftStatus};
+use healthroute_api::{
+    AppliedStatus, AutoshiftMode, HealthCheckStatus, RecordGroupStatus, ZonalAutoshiftSpec,
+    ZonalAutoshiftStatus, ZonalShiftStatus,
+};
 use healthroute_compiler::{CheckHealth, GroupOutcome, reasons};
 
 /// Where the group's current version stands against the published table (SEMANTICS P5).
@@ -230,6 +233,72 @@ pub fn zonal_shift_invalid(
         ),
         ..ZonalShiftStatus::default()
     }
+}
+
+/// A ZonalAutoshift's status: what its engine decided (`status`, from the compiler), with
+/// `Ready` (False with reason `InvalidSpec` and why, when the configuration cannot be used)
+/// and `Autoshift` (True while traffic moves away from a zone, the zone in its message).
+pub fn zonal_autoshift(
+    mut status: ZonalAutoshiftStatus,
+    spec: &ZonalAutoshiftSpec,
+    error: Option<&str>,
+    old: Option<&ZonalAutoshiftStatus>,
+    generation: Option<i64>,
+    now: jiff::Timestamp,
+) -> ZonalAutoshiftStatus {
+    let message = status.message.clone().unwrap_or_default();
+    let ready = match error {
+        Some(e) => Desired {
+            kind: types::READY,
+            status: false,
+            reason: reasons::INVALID_SPEC,
+            message: e.to_owned(),
+        },
+        None => Desired {
+            kind: types::READY,
+            status: true,
+            reason: condition_reasons::CONFIGURED,
+            message: "the configuration is in use".into(),
+        },
+    };
+    let impaired = status.zones.iter().filter(|z| z.impaired).count();
+    let (active, reason) = match (&status.active_zone, error) {
+        (_, Some(_)) => (false, reasons::INVALID_SPEC),
+        (Some(_), _) if status.healthy_since.is_some() => {
+            (true, condition_reasons::ZONE_RECOVERING)
+        }
+        (Some(_), _) => (true, condition_reasons::ZONE_IMPAIRED),
+        (None, _) if spec.autoshift == AutoshiftMode::Disabled => {
+            (false, condition_reasons::DISABLED)
+        }
+        (None, _) if impaired > 1 => (false, condition_reasons::SEVERAL_ZONES_IMPAIRED),
+        (None, _) => (false, condition_reasons::NO_ZONE_IMPAIRED),
+    };
+    let autoshift_message = match (&status.active_zone, &status.autoshift_start_time) {
+        (Some(zone), Some(start)) if active => {
+            // In whole seconds, as the status keeps the start: the same text after a leader
+            // change.
+            let since = jiff::Timestamp::from_second(start.0.as_second()).unwrap_or(start.0);
+            format!("traffic moves away from {zone} since {since}: {message}")
+        }
+        _ => message,
+    };
+    status.conditions = merge_conditions(
+        old.map_or(&[][..], |s| &s.conditions),
+        vec![
+            ready,
+            Desired {
+                kind: types::AUTOSHIFT,
+                status: active,
+                reason,
+                message: autoshift_message,
+            },
+        ],
+        now,
+        generation,
+    );
+    status.observed_generation = generation;
+    status
 }
 
 #[cfg(test)]

@@ -16,8 +16,8 @@ use kube::api::ApiResource;
 use serde_json::Value as Json;
 
 use healthroute_api::{
-    HealthCheck, HealthCheckStatus, ObjectKey, RecordGroup, RecordGroupStatus, ZonalShift,
-    ZonalShiftStatus,
+    HealthCheck, HealthCheckStatus, ObjectKey, RecordGroup, RecordGroupStatus, ZonalAutoshift,
+    ZonalAutoshiftStatus, ZonalShift, ZonalShiftStatus,
 };
 
 /// A kind whose status the operator writes.
@@ -26,6 +26,7 @@ pub enum StatusKind {
     HealthCheck,
     RecordGroup,
     ZonalShift,
+    ZonalAutoshift,
 }
 
 impl StatusKind {
@@ -35,6 +36,7 @@ impl StatusKind {
             StatusKind::HealthCheck => ApiResource::erase::<HealthCheck>(&()),
             StatusKind::RecordGroup => ApiResource::erase::<RecordGroup>(&()),
             StatusKind::ZonalShift => ApiResource::erase::<ZonalShift>(&()),
+            StatusKind::ZonalAutoshift => ApiResource::erase::<ZonalAutoshift>(&()),
         }
     }
 }
@@ -45,6 +47,7 @@ impl fmt::Display for StatusKind {
             StatusKind::HealthCheck => HealthCheck::kind(&()),
             StatusKind::RecordGroup => RecordGroup::kind(&()),
             StatusKind::ZonalShift => ZonalShift::kind(&()),
+            StatusKind::ZonalAutoshift => ZonalAutoshift::kind(&()),
         };
         f.write_str(&kind)
     }
@@ -60,6 +63,7 @@ pub enum Status {
     HealthCheck(HealthCheckStatus),
     RecordGroup(RecordGroupStatus),
     ZonalShift(ZonalShiftStatus),
+    ZonalAutoshift(ZonalAutoshiftStatus),
 }
 
 impl Status {
@@ -68,6 +72,7 @@ impl Status {
             Status::HealthCheck(_) => StatusKind::HealthCheck,
             Status::RecordGroup(_) => StatusKind::RecordGroup,
             Status::ZonalShift(_) => StatusKind::ZonalShift,
+            Status::ZonalAutoshift(_) => StatusKind::ZonalAutoshift,
         }
     }
 
@@ -77,6 +82,7 @@ impl Status {
             Status::HealthCheck(s) => serde_json::to_value(s),
             Status::RecordGroup(s) => serde_json::to_value(s),
             Status::ZonalShift(s) => serde_json::to_value(s),
+            Status::ZonalAutoshift(s) => serde_json::to_value(s),
         }
     }
 
@@ -87,6 +93,7 @@ impl Status {
             (Status::HealthCheck(a), Status::HealthCheck(b)) => a.shown_by(b),
             (Status::RecordGroup(a), Status::RecordGroup(b)) => a.shown_by(b),
             (Status::ZonalShift(a), Status::ZonalShift(b)) => a.shown_by(b),
+            (Status::ZonalAutoshift(a), Status::ZonalAutoshift(b)) => a.shown_by(b),
             _ => false,
         }
     }
@@ -217,6 +224,60 @@ impl OwnStatus for ZonalShiftStatus {
                 .flatten()
             {
                 wire_time(t);
+            }
+        }
+        (a, b)
+    }
+}
+
+impl OwnStatus for ZonalAutoshiftStatus {
+    const KIND: StatusKind = StatusKind::ZonalAutoshift;
+    fn into_status(self) -> Status {
+        Status::ZonalAutoshift(self)
+    }
+    fn of(status: &Status) -> Option<&Self> {
+        match status {
+            Status::ZonalAutoshift(s) => Some(s),
+            _ => None,
+        }
+    }
+    /// The whole status is the operator's: no field is left to another writer, and one that
+    /// goes (`activeZone` when an autoshift ends, `practiceRun` when a run ends) is a change.
+    fn comparable(&self, shown: &Self) -> (Self, Self) {
+        let (mut a, mut b) = (self.clone(), shown.clone());
+        for s in [&mut a, &mut b] {
+            without_transition_times(&mut s.conditions);
+            let run = s.practice_run.as_mut();
+            let outcomes = s.outcomes.iter_mut();
+            let times = [
+                s.autoshift_start_time.as_mut(),
+                s.autoshift_end_time.as_mut(),
+                s.healthy_since.as_mut(),
+                s.next_practice_run.as_mut(),
+                s.not_started.as_mut().map(|n| &mut n.time),
+            ]
+            .into_iter()
+            .flatten()
+            .chain(
+                run.into_iter()
+                    .flat_map(|r| [&mut r.start_time, &mut r.end_time]),
+            )
+            .chain(
+                outcomes
+                    .flat_map(|o| std::iter::once(&mut o.start_time).chain(o.end_time.as_mut())),
+            );
+            for t in times {
+                wire_time(t);
+            }
+            for shift in &mut s.shifts {
+                let st = &mut shift.status;
+                without_transition_times(&mut st.conditions);
+                for t in [st.start_time.as_mut(), st.expiry_time.as_mut()]
+                    .into_iter()
+                    .flatten()
+                {
+                    wire_time(t);
+                }
             }
         }
         (a, b)

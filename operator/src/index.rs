@@ -11,7 +11,10 @@
 //!
 //! A ZonalAutoshift's engine starts from the status its object shows (the engine's memory
 //! across leaders, AS11); [`Index::resume_autoshifts`] starts every engine again from there,
-//! which is what a new leadership term does first.
+//! which is what a new leadership term does first. An engine that starts from a status
+//! holding a shift needs its groups compiled once more after the compile that created it
+//! ([`Index::reapply_resumed_shifts`]): the compiler creates it after the groups compiled and
+//! does not mark them (see /work/notes/autoshift-op.md, "compiler").
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -69,6 +72,8 @@ pub struct Index {
     nodes: BTreeMap<String, NodeInput>,
     /// Whether the last Node event changed what detection reads.
     node_changed: bool,
+    /// ZonalAutoshifts whose engine starts from a status that holds a shift.
+    resumed: BTreeSet<ObjectKey>,
     slices: BTreeMap<ObjectKey, EndpointSlice>,
     /// The slices of each Service, so that one slice's change reads only its Service's.
     slices_of: HashMap<ObjectKey, BTreeSet<ObjectKey>>,
@@ -84,6 +89,13 @@ fn key_of<K: ResourceExt>(o: &K) -> ObjectKey {
     ObjectKey::new(o.namespace().unwrap_or_default(), o.name_any())
 }
 
+/// Whether a ZonalAutoshift's status holds a shift its engine starts with.
+fn holds_shift(a: &ZonalAutoshift) -> bool {
+    a.status
+        .as_ref()
+        .is_some_and(|s| s.active_zone.is_some() || s.practice_run.is_some())
+}
+
 impl Index {
     pub fn new(zones: ServedZones, default_ttl: u32) -> Self {
         Index {
@@ -94,6 +106,7 @@ impl Index {
             autoshifts: BTreeMap::new(),
             nodes: BTreeMap::new(),
             node_changed: false,
+            resumed: BTreeSet::new(),
             slices: BTreeMap::new(),
             slices_of: HashMap::new(),
             cluster_ips: BTreeMap::new(),
@@ -108,9 +121,14 @@ impl Index {
         self.synced.len() == KINDS
     }
 
-    /// Takes in one watch event. Returns false when it changed nothing the compiler reads (a
-    /// Node whose zone and readiness stay as they were), so that no compile needs to follow.
-    pub fn apply(&mut self, input: Input) -> bool {
+    /// Takes in one watch event.
+    pub fn apply(&mut self, input: Input) {
+        self.apply_changed(input);
+    }
+
+    /// Takes in one watch event; false when it changed nothing the compiler reads (a Node
+    /// whose zone and readiness stay as they were), so that no compile needs to follow.
+    pub fn apply_changed(&mut self, input: Input) -> bool {
         match input {
             Input::Group(e) => self.event(Kind::Group, e, Self::upsert_group, Self::delete_group),
             Input::Check(e) => self.event(Kind::Check, e, Self::upsert_check, Self::delete_check),
@@ -243,6 +261,9 @@ impl Index {
     fn upsert_autoshift(&mut self, a: ZonalAutoshift) {
         let key = key_of(&a);
         // With its status: the engine starts from it the first time it is seen (AS11).
+        if !self.autoshifts.contains_key(&key) && holds_shift(&a) {
+            self.resumed.insert(key.clone());
+        }
         self.compiler
             .upsert_autoshift(key.clone(), AutoshiftInput::from_object(&a));
         self.autoshifts.insert(key, a);
@@ -250,6 +271,7 @@ impl Index {
     fn delete_autoshift(&mut self, key: &ObjectKey) {
         self.compiler.delete_autoshift(key);
         self.autoshifts.remove(key);
+        self.resumed.remove(key);
     }
 
     /// Starts every ZonalAutoshift's engine again from the status its object shows, as the
@@ -261,7 +283,33 @@ impl Index {
             self.compiler.delete_autoshift(key);
             self.compiler
                 .upsert_autoshift(key.clone(), AutoshiftInput::from_object(a));
+            if holds_shift(a) {
+                self.resumed.insert(key.clone());
+            }
         }
+    }
+
+    /// After a compile: the engines that started from a status holding a shift have their
+    /// targets compiled again at the next compile, so that the shift applies (the compiler
+    /// creates an engine after its groups compiled, and leaves them as they were). Returns
+    /// whether there were any, i.e. whether a second compile is due now.
+    pub fn reapply_resumed_shifts(&mut self) -> bool {
+        let resumed = std::mem::take(&mut self.resumed);
+        for key in &resumed {
+            let Some(a) = self.autoshifts.get(key) else {
+                continue;
+            };
+            // Two inputs that differ each mark the targets; the engine, once made, keeps its
+            // own state whatever the input's status says.
+            let input = AutoshiftInput::from_object(a);
+            let touched = AutoshiftInput {
+                status: None,
+                ..input.clone()
+            };
+            self.compiler.upsert_autoshift(key.clone(), touched);
+            self.compiler.upsert_autoshift(key.clone(), input);
+        }
+        !resumed.is_empty()
     }
 
     fn upsert_node(&mut self, n: WatchedNode) {

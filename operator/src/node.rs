@@ -3,9 +3,9 @@
 //!
 //! A Node object is large (images, addresses, capacity, managed fields) and a cluster has
 //! many; its status changes every few minutes. [`WatchedNode`] is a `v1` Node cut down while
-//! it is deserialized, so the watch never holds the rest, and [`WatchedNode::input`] is what
-//! the compiler takes. The cut is the same `healthroute_compiler::manifests::node_input`
-//! reads, so standalone mode and the operator see a Node alike.
+//! it is deserialized (serde skips the rest unread), so the watch never holds it, and
+//! [`WatchedNode::input`] is what the compiler takes, read by
+//! `healthroute_compiler::manifests::node_input` as standalone mode reads a Node manifest.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -18,14 +18,18 @@ use serde::{Deserialize, Deserializer};
 use healthroute_compiler::NodeInput;
 use healthroute_compiler::manifests::{ZONE_LABEL, node_input};
 
-/// A `v1` Node with its name, resource version, zone label and `Ready` condition only.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct WatchedNode(pub Node);
+/// A `v1` Node as detection reads it: its name and resource version, its zone and whether it
+/// is Ready.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WatchedNode {
+    metadata: ObjectMeta,
+    input: NodeInput,
+}
 
 impl WatchedNode {
     /// What detection reads of it.
     pub fn input(&self) -> NodeInput {
-        node_input(&self.0)
+        self.input.clone()
     }
 }
 
@@ -46,10 +50,10 @@ impl Resource for WatchedNode {
         Node::plural(dt)
     }
     fn meta(&self) -> &ObjectMeta {
-        &self.0.metadata
+        &self.metadata
     }
     fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.0.metadata
+        &mut self.metadata
     }
 }
 
@@ -110,11 +114,9 @@ impl<'de> Deserialize<'de> for WatchedNode {
                 ..NodeCondition::default()
             })
             .collect();
-        Ok(WatchedNode(Node {
+        // Read as standalone mode reads a Node manifest.
+        let input = node_input(&Node {
             metadata: ObjectMeta {
-                name: wire.metadata.name,
-                uid: wire.metadata.uid,
-                resource_version: wire.metadata.resource_version,
                 labels: (!labels.is_empty()).then_some(labels),
                 ..ObjectMeta::default()
             },
@@ -123,7 +125,16 @@ impl<'de> Deserialize<'de> for WatchedNode {
                 conditions: Some(conditions),
                 ..NodeStatus::default()
             }),
-        }))
+        });
+        Ok(WatchedNode {
+            metadata: ObjectMeta {
+                name: wire.metadata.name,
+                uid: wire.metadata.uid,
+                resource_version: wire.metadata.resource_version,
+                ..ObjectMeta::default()
+            },
+            input,
+        })
     }
 }
 
@@ -162,11 +173,8 @@ mod tests {
             kube::ResourceExt::resource_version(&node).as_deref(),
             Some("42")
         );
-        assert!(node.0.metadata.managed_fields.is_none());
-        assert_eq!(node.0.metadata.labels.as_ref().map(BTreeMap::len), Some(1));
-        let status = node.0.status.as_ref().expect("status");
-        assert_eq!(status.conditions.as_ref().map(Vec::len), Some(1));
-        assert!(status.images.is_none() && status.addresses.is_none());
+        assert_eq!(kube::ResourceExt::name_any(&node), "n1");
+        assert!(node.metadata.managed_fields.is_none() && node.metadata.labels.is_none());
 
         let unready: WatchedNode = serde_json::from_value(json!({
             "metadata": {"name": "n2"},

@@ -63,7 +63,8 @@ pub enum Status {
     HealthCheck(HealthCheckStatus),
     RecordGroup(RecordGroupStatus),
     ZonalShift(ZonalShiftStatus),
-    ZonalAutoshift(ZonalAutoshiftStatus),
+    /// Boxed: twice the others' size.
+    ZonalAutoshift(Box<ZonalAutoshiftStatus>),
 }
 
 impl Status {
@@ -233,7 +234,7 @@ impl OwnStatus for ZonalShiftStatus {
 impl OwnStatus for ZonalAutoshiftStatus {
     const KIND: StatusKind = StatusKind::ZonalAutoshift;
     fn into_status(self) -> Status {
-        Status::ZonalAutoshift(self)
+        Status::ZonalAutoshift(Box::new(self))
     }
     fn of(status: &Status) -> Option<&Self> {
         match status {
@@ -337,6 +338,65 @@ mod tests {
                 .shown_by(&Status::HealthCheck(HealthCheckStatus::default())),
             "another kind"
         );
+    }
+
+    // SEM-AS11: a ZonalAutoshift's status is the operator's alone: a field that goes (the
+    // autoshift ended, the run ended) makes it differ, where another kind's unset fields are
+    // left out; its times count in whole seconds, wherever they are.
+    #[test]
+    fn a_zonal_autoshift_status_that_loses_a_field_is_not_shown() {
+        use healthroute_api::{
+            AutoshiftState, PracticeRunOutcome, PracticeRunRecord, RunningPracticeRun,
+            ZonalAutoshiftStatus,
+        };
+        let precise = |s: i64| {
+            Time(
+                t(s).checked_add(jiff::SignedDuration::from_millis(700))
+                    .expect("in range"),
+            )
+        };
+        let ours = ZonalAutoshiftStatus {
+            autoshift: Some(AutoshiftState::Active),
+            active_zone: Some("zone-a".into()),
+            autoshift_start_time: Some(precise(0)),
+            practice_run: Some(RunningPracticeRun {
+                zone: "zone-b".into(),
+                start_time: precise(1),
+                end_time: precise(1801),
+                requested: true,
+            }),
+            outcomes: vec![PracticeRunRecord {
+                zone: "zone-b".into(),
+                start_time: precise(1),
+                end_time: None,
+                outcome: PracticeRunOutcome::Pending,
+                message: None,
+                requested: true,
+            }],
+            conditions: vec![ready("True", 0)],
+            ..Default::default()
+        };
+        let wire: ZonalAutoshiftStatus =
+            serde_json::from_value(serde_json::to_value(&ours).expect("json")).expect("reads");
+        assert!(ours.shown_by(&wire), "as the API gives it back, in seconds");
+        let mut later = wire.clone();
+        later.conditions[0].last_transition_time = Time(t(99));
+        assert!(ours.shown_by(&later));
+        let ended = ZonalAutoshiftStatus {
+            autoshift: Some(AutoshiftState::Inactive),
+            active_zone: None,
+            autoshift_start_time: None,
+            ..ours.clone()
+        };
+        assert!(
+            !ended.shown_by(&wire),
+            "the autoshift ended: activeZone goes"
+        );
+        let run_over = ZonalAutoshiftStatus {
+            practice_run: None,
+            ..ours.clone()
+        };
+        assert!(!run_over.shown_by(&wire), "the run ended");
     }
 
     // A HealthCheck's `checkers[]` are the checkers' own: they never make our status differ.

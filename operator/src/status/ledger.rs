@@ -497,9 +497,85 @@ mod tests {
         index
     }
 
+    fn fleet(status: Option<ZonalAutoshiftStatus>) -> healthroute_api::ZonalAutoshift {
+        let mut a: healthroute_api::ZonalAutoshift = serde_json::from_value(json!({
+            "apiVersion": "healthroute.io/v1alpha1", "kind": "ZonalAutoshift",
+            "metadata": {"name": "fleet", "namespace": "shop", "generation": 1,
+                         "creationTimestamp": "2027-01-15T08:00:00Z"},
+            "spec": {"target": {"recordGroup": "api"}, "autoshift": "Enabled",
+                     "practiceRun": {"outcomeAlarms": [{"name": "outcome"}]}}
+        }))
+        .expect("valid");
+        a.status = status;
+        a
+    }
+
     fn compile(ledger: &mut Ledger, index: &mut Index, now: Timestamp) {
         let report = index.compiler.compile(now);
         ledger.compiled(index, report.changed_groups, report.changed_checks, now);
+    }
+
+    // SEM-AS11: a ZonalAutoshift's status is written at the first compile of a term (it is the
+    // engine's memory), an engine's report goes out as Events with the next status even when
+    // the status itself says nothing new, and the re-check writes back what another writer
+    // changed.
+    #[test]
+    fn a_zonal_autoshift_status_carries_the_engines_events_and_is_repaired() {
+        use healthroute_api::{NotStartedReason, ZonalAutoshift};
+        use healthroute_compiler::AutoshiftEvent;
+        let mut index = listed();
+        index.apply(Input::Autoshift(Event::Apply(fleet(None))));
+        let queue = StatusQueue::default();
+        let metrics = Arc::new(StatusMetrics::default());
+        let mut ledger = Ledger::new(queue.clone(), metrics.clone());
+        ledger.new_term(true);
+        ledger.hold_read_back(ReadBack::default());
+        ledger.take_read_back(&mut index);
+        compile(&mut ledger, &mut index, t(0));
+        let written = queue.take_ready(Instant::now()).expect("fleet's status");
+        queue.finish(written.clone(), &WriteOutcome::Written, Instant::now());
+        let Status::ZonalAutoshift(shown) = written.status.clone() else {
+            panic!("a ZonalAutoshift's status: {written:?}");
+        };
+        let shown = *shown;
+        assert_eq!(
+            shown.autoshift,
+            Some(healthroute_api::AutoshiftState::Inactive)
+        );
+        assert!(shown.conditions.iter().any(|c| c.type_ == "Autoshift"));
+        assert_eq!(written.reference.kind.as_deref(), Some("ZonalAutoshift"));
+        index.apply(Input::Autoshift(Event::Apply(fleet(Some(shown.clone())))));
+        compile(&mut ledger, &mut index, t(10));
+        assert_eq!(queue.backlog(), 0, "nothing new");
+
+        // An engine's report with nothing new in the status still goes out, as an Event.
+        ledger.take_autoshift_events(&[AutoshiftEvent::PracticeRunNotStarted {
+            config: ObjectKey::new("shop", "fleet"),
+            reason: NotStartedReason::BlockedDate,
+            message: "2027-01-15 is a blocked date".into(),
+            request: None,
+        }]);
+        compile(&mut ledger, &mut index, t(20));
+        let told = queue
+            .take_ready(Instant::now())
+            .expect("the Event's update");
+        queue.finish(told.clone(), &WriteOutcome::Written, Instant::now());
+        assert_eq!(
+            told.events.iter().map(|n| n.reason).collect::<Vec<_>>(),
+            ["PracticeRunNotStarted"]
+        );
+
+        // Another writer clears the last request answered: the re-check writes it back.
+        let mut overwritten: ZonalAutoshift = fleet(Some(shown.clone()));
+        if let Some(st) = overwritten.status.as_mut() {
+            st.conditions.clear();
+            st.next_practice_run = None;
+        }
+        index.apply(Input::Autoshift(Event::Apply(overwritten)));
+        assert_eq!(ledger.recheck(&index, t(30)), 1);
+        let again = queue.take_ready(Instant::now()).expect("written again");
+        assert!(again.events.is_empty());
+        assert!(again.status.shown_by(&written.status));
     }
 
     // SEM-P5: a status someone else overwrote stays wrong until the periodic re-check: that

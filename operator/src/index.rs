@@ -14,7 +14,8 @@
 //! which is what a new leadership term does first. An engine that starts from a status
 //! holding a shift needs its groups compiled once more after the compile that created it
 //! ([`Index::reapply_resumed_shifts`]): the compiler creates it after the groups compiled and
-//! does not mark them (see /work/notes/autoshift-op.md, "compiler").
+//! does not mark them, so without this its shift would apply only when something else
+//! recompiles them.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 

@@ -30,6 +30,8 @@ EXPORTED = [
     "healthroute_operator_published_generation", "healthroute_operator_publish_failures_total",
     "healthroute_operator_publish_failing", "healthroute_operator_status_backlog", "healthroute_operator_leader",
     "healthroute_operator_checks_without_checker", "healthroute_operator_zonal_shift_expiry_timestamp_seconds",
+    # Zonal autoshift: the operator's leader and standalone mode.
+    "healthroute_autoshift_active", "healthroute_practice_runs_total", "healthroute_practice_runs_not_started_total",
 ]
 # Kinds whose schema is not part of Kubernetes itself.
 FOREIGN = {("monitoring.coreos.com/v1", "ServiceMonitor"), ("monitoring.coreos.com/v1", "PrometheusRule")}
@@ -127,7 +129,8 @@ def check_monitoring(docs):
         assert rule["spec"] == yaml.safe_load(f), "the PrometheusRule is not files/alerts.yaml"
     alerts = [r["alert"] for g in rule["spec"]["groups"] for r in g["rules"]]
     assert alerts == ["HealthrouteLastResort", "HealthrouteTablePublishFailing", "HealthrouteCheckerQuorumLost",
-                      "HealthrouteNoLeader", "HealthrouteZonalShiftExpiringSoon"], alerts
+                      "HealthrouteNoLeader", "HealthrouteZonalShiftExpiringSoon", "HealthrouteAutoshiftActive",
+                      "HealthroutePracticeRunFailed"], alerts
     with open(os.path.join(HERE, "..", "..", "docs", "user-guide.md")) as f:
         guide = f.read().lower()
     for a in alerts:

@@ -113,6 +113,10 @@ fn list(l: &Loop, groups: usize) {
         Input::Lease(Event::InitDone),
         Input::Service(Event::<Service>::Init),
         Input::Service(Event::<Service>::InitDone),
+        Input::Autoshift(Event::Init),
+        Input::Autoshift(Event::InitDone),
+        Input::Node(Event::Init),
+        Input::Node(Event::InitDone),
     ] {
         send(e);
     }

@@ -3,10 +3,19 @@
 //! without an API server.
 //!
 //! ```text
-//!  watch RecordGroup, HealthCheck, ZonalShift, EndpointSlice, Service, checker Lease
+//!  watch RecordGroup, HealthCheck, ZonalShift, ZonalAutoshift, EndpointSlice, Service,
+//!        Node (zone and readiness only), checker Lease
 //!      └──▶ Index::apply ──▶ Compiler upsert_* / delete_* / set_heartbeat
 //!                       └──▶ the objects as last seen (their status, for the status writer)
 //! ```
+//!
+//! A ZonalAutoshift's engine starts from the status its object shows (the engine's memory
+//! across leaders, AS11); [`Index::resume_autoshifts`] starts every engine again from there,
+//! which is what a new leadership term does first. An engine that starts from a status
+//! holding a shift needs its groups compiled once more after the compile that created it
+//! ([`Index::reapply_resumed_shifts`]): the compiler creates it after the groups compiled and
+//! does not mark them, so without this its shift would apply only when something else
+//! recompiles them.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -16,19 +25,26 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::ResourceExt;
 use kube::runtime::watcher;
 
+use crate::node::WatchedNode;
 use healthroute_api::{
-    CHECKER_LABEL, HealthCheck, RecordGroup, SERVED_GENERATION_ANNOTATION, ZonalShift,
+    CHECKER_LABEL, HealthCheck, RecordGroup, SERVED_GENERATION_ANNOTATION, ZonalAutoshift,
+    ZonalShift,
 };
 use healthroute_compiler::manifests::{cluster_ips, endpoints_from_slices, group_input};
-use healthroute_compiler::{CheckInput, CheckerView, Compiler, ObjectKey, ServedZones, ShiftInput};
+use healthroute_compiler::{
+    AutoshiftInput, CheckInput, CheckerView, Compiler, NodeInput, ObjectKey, ServedZones,
+    ShiftInput,
+};
 
 /// One event from one watch.
 pub enum Input {
     Group(watcher::Event<RecordGroup>),
     Check(watcher::Event<HealthCheck>),
     Shift(watcher::Event<ZonalShift>),
+    Autoshift(watcher::Event<ZonalAutoshift>),
     Slice(watcher::Event<EndpointSlice>),
     Service(watcher::Event<Service>),
+    Node(watcher::Event<WatchedNode>),
     Lease(watcher::Event<Lease>),
 }
 
@@ -37,12 +53,14 @@ enum Kind {
     Group,
     Check,
     Shift,
+    Autoshift,
     Slice,
     Service,
+    Node,
     Lease,
 }
 
-const KINDS: usize = 6;
+const KINDS: usize = 8;
 
 /// The watched world, fed into the compiler. Synchronous: tests drive it without a client.
 pub struct Index {
@@ -50,6 +68,13 @@ pub struct Index {
     pub groups: BTreeMap<ObjectKey, RecordGroup>,
     pub checks: BTreeMap<ObjectKey, HealthCheck>,
     pub shifts: BTreeMap<ObjectKey, ZonalShift>,
+    pub autoshifts: BTreeMap<ObjectKey, ZonalAutoshift>,
+    /// Nodes by name, as detection reads them (the compiler holds the same).
+    nodes: BTreeMap<String, NodeInput>,
+    /// Whether the last Node event changed what detection reads.
+    node_changed: bool,
+    /// ZonalAutoshifts whose engine starts from a status that holds a shift.
+    resumed: BTreeSet<ObjectKey>,
     slices: BTreeMap<ObjectKey, EndpointSlice>,
     /// The slices of each Service, so that one slice's change reads only its Service's.
     slices_of: HashMap<ObjectKey, BTreeSet<ObjectKey>>,
@@ -65,6 +90,13 @@ fn key_of<K: ResourceExt>(o: &K) -> ObjectKey {
     ObjectKey::new(o.namespace().unwrap_or_default(), o.name_any())
 }
 
+/// Whether a ZonalAutoshift's status holds a shift its engine starts with.
+fn holds_shift(a: &ZonalAutoshift) -> bool {
+    a.status
+        .as_ref()
+        .is_some_and(|s| s.active_zone.is_some() || s.practice_run.is_some())
+}
+
 impl Index {
     pub fn new(zones: ServedZones, default_ttl: u32) -> Self {
         Index {
@@ -72,6 +104,10 @@ impl Index {
             groups: BTreeMap::new(),
             checks: BTreeMap::new(),
             shifts: BTreeMap::new(),
+            autoshifts: BTreeMap::new(),
+            nodes: BTreeMap::new(),
+            node_changed: false,
+            resumed: BTreeSet::new(),
             slices: BTreeMap::new(),
             slices_of: HashMap::new(),
             cluster_ips: BTreeMap::new(),
@@ -86,17 +122,38 @@ impl Index {
         self.synced.len() == KINDS
     }
 
+    /// Takes in one watch event.
     pub fn apply(&mut self, input: Input) {
+        self.apply_changed(input);
+    }
+
+    /// Takes in one watch event; false when it changed nothing the compiler reads (a Node
+    /// whose zone and readiness stay as they were), so that no compile needs to follow.
+    pub fn apply_changed(&mut self, input: Input) -> bool {
         match input {
             Input::Group(e) => self.event(Kind::Group, e, Self::upsert_group, Self::delete_group),
             Input::Check(e) => self.event(Kind::Check, e, Self::upsert_check, Self::delete_check),
             Input::Shift(e) => self.event(Kind::Shift, e, Self::upsert_shift, Self::delete_shift),
+            Input::Autoshift(e) => self.event(
+                Kind::Autoshift,
+                e,
+                Self::upsert_autoshift,
+                Self::delete_autoshift,
+            ),
             Input::Slice(e) => self.event(Kind::Slice, e, Self::upsert_slice, Self::delete_slice),
             Input::Service(e) => {
                 self.event(Kind::Service, e, Self::upsert_service, Self::delete_service)
             }
+            Input::Node(e) => {
+                // Nodes change often (their heartbeats), and mostly in what is not read.
+                let synced = self.synced();
+                self.node_changed = false;
+                self.event(Kind::Node, e, Self::upsert_node, Self::delete_node);
+                return self.node_changed || self.synced() != synced;
+            }
             Input::Lease(e) => self.event(Kind::Lease, e, Self::upsert_lease, Self::delete_lease),
         }
+        true
     }
 
     fn event<K: ResourceExt>(
@@ -131,6 +188,8 @@ impl Index {
             Kind::Group => self.groups.keys().cloned().collect(),
             Kind::Check => self.checks.keys().cloned().collect(),
             Kind::Shift => self.shifts.keys().cloned().collect(),
+            Kind::Autoshift => self.autoshifts.keys().cloned().collect(),
+            Kind::Node => self.nodes.keys().map(|n| ObjectKey::new("", n)).collect(),
             Kind::Slice => self.slices.keys().cloned().collect(),
             Kind::Service => self.cluster_ips.keys().cloned().collect(),
             Kind::Lease => self.leases.keys().cloned().collect(),
@@ -198,6 +257,76 @@ impl Index {
     fn delete_shift(&mut self, key: &ObjectKey) {
         self.compiler.delete_shift(key);
         self.shifts.remove(key);
+    }
+
+    fn upsert_autoshift(&mut self, a: ZonalAutoshift) {
+        let key = key_of(&a);
+        // With its status: the engine starts from it the first time it is seen (AS11).
+        if !self.autoshifts.contains_key(&key) && holds_shift(&a) {
+            self.resumed.insert(key.clone());
+        }
+        self.compiler
+            .upsert_autoshift(key.clone(), AutoshiftInput::from_object(&a));
+        self.autoshifts.insert(key, a);
+    }
+    fn delete_autoshift(&mut self, key: &ObjectKey) {
+        self.compiler.delete_autoshift(key);
+        self.autoshifts.remove(key);
+        self.resumed.remove(key);
+    }
+
+    /// Starts every ZonalAutoshift's engine again from the status its object shows, as the
+    /// last leader wrote it: the autoshift in force, the running practice run, the outcomes,
+    /// the last request answered (AS10, AS11). What this replica's engines decided while it
+    /// was not the leader was never written, and is dropped.
+    pub fn resume_autoshifts(&mut self) {
+        for (key, a) in &self.autoshifts {
+            self.compiler.delete_autoshift(key);
+            self.compiler
+                .upsert_autoshift(key.clone(), AutoshiftInput::from_object(a));
+            if holds_shift(a) {
+                self.resumed.insert(key.clone());
+            }
+        }
+    }
+
+    /// After a compile: the engines that started from a status holding a shift have their
+    /// targets compiled again at the next compile, so that the shift applies (the compiler
+    /// creates an engine after its groups compiled, and leaves them as they were). Returns
+    /// whether there were any, i.e. whether a second compile is due now.
+    pub fn reapply_resumed_shifts(&mut self) -> bool {
+        let resumed = std::mem::take(&mut self.resumed);
+        for key in &resumed {
+            let Some(a) = self.autoshifts.get(key) else {
+                continue;
+            };
+            // Two inputs that differ each mark the targets; the engine, once made, keeps its
+            // own state whatever the input's status says.
+            let input = AutoshiftInput::from_object(a);
+            let touched = AutoshiftInput {
+                status: None,
+                ..input.clone()
+            };
+            self.compiler.upsert_autoshift(key.clone(), touched);
+            self.compiler.upsert_autoshift(key.clone(), input);
+        }
+        !resumed.is_empty()
+    }
+
+    fn upsert_node(&mut self, n: WatchedNode) {
+        let name = n.name_any();
+        let input = n.input();
+        if self.nodes.get(&name) != Some(&input) {
+            self.compiler.upsert_node(name.clone(), input.clone());
+            self.nodes.insert(name, input);
+            self.node_changed = true;
+        }
+    }
+    fn delete_node(&mut self, key: &ObjectKey) {
+        if self.nodes.remove(&*key.name).is_some() {
+            self.compiler.delete_node(&key.name);
+            self.node_changed = true;
+        }
     }
 
     fn service_of(slice: &EndpointSlice) -> Option<ObjectKey> {

@@ -1,7 +1,9 @@
 //! healthroute's control plane, the operator: it watches the cluster's objects into the
 //! compiler ([`index`], [`controller`]), and as the elected leader ([`leader`]) publishes the
 //! compiled table ([`publish`]), writes every status and Event ([`status`]), creates the
-//! Peer checks that peer sources need ([`peers`]) and evaluates the Metric checks. Each
+//! Peer checks that peer sources need ([`peers`]) and evaluates the Metric checks. Zonal
+//! autoshift runs in the compiler; the operator feeds it ZonalAutoshifts and Nodes ([`node`])
+//! and writes what it decides (its status is the engine's memory across leaders). Each
 //! component's numbers are in [`metrics`]; whether the replica is ready, in [`readiness`].
 //!
 //! The API types, the compiler and the checker are crates of their own
@@ -15,6 +17,7 @@ pub mod error;
 pub mod index;
 pub mod leader;
 pub mod metrics;
+pub mod node;
 pub mod peers;
 pub mod publish;
 pub mod rbac;

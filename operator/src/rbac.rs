@@ -15,9 +15,10 @@ pub struct Access {
 
 const READ: &[&str] = &["get", "list", "watch"];
 
-/// The operator: watches everything it compiles, writes status, creates and deletes the
-/// Peer checks peer sources need (X4), publishes the table (server-side apply creates or
-/// patches ConfigMaps), and holds the leader Lease.
+/// The operator: watches everything it compiles (and the Nodes, for zonal autoshift's
+/// detection, AS3), writes status, creates and deletes the Peer checks peer sources need
+/// (X4), publishes the table (server-side apply creates or patches ConfigMaps), and holds the
+/// leader Lease.
 pub const OPERATOR: &[Access] = &[
     Access {
         api_group: "healthroute.io",
@@ -41,6 +42,12 @@ pub const OPERATOR: &[Access] = &[
     },
     Access {
         api_group: "healthroute.io",
+        resource: "zonalautoshifts",
+        verbs: READ,
+        cluster: true,
+    },
+    Access {
+        api_group: "healthroute.io",
         resource: "recordgroups/status",
         verbs: &["patch"],
         cluster: true,
@@ -57,6 +64,13 @@ pub const OPERATOR: &[Access] = &[
         verbs: &["patch"],
         cluster: true,
     },
+    // The engine's memory across leaders (AS11): written after each compile that changed it.
+    Access {
+        api_group: "healthroute.io",
+        resource: "zonalautoshifts/status",
+        verbs: &["patch"],
+        cluster: true,
+    },
     Access {
         api_group: "discovery.k8s.io",
         resource: "endpointslices",
@@ -66,6 +80,13 @@ pub const OPERATOR: &[Access] = &[
     Access {
         api_group: "",
         resource: "services",
+        verbs: READ,
+        cluster: true,
+    },
+    // Zonal autoshift's detection: each zone's Nodes and whether they are Ready (AS3 c).
+    Access {
+        api_group: "",
+        resource: "nodes",
         verbs: READ,
         cluster: true,
     },

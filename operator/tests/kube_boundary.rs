@@ -281,6 +281,11 @@ async fn each_status_is_applied_to_its_kinds_resource() {
             applied_groups: Some("1/1".into()),
             ..Default::default()
         }),
+        // SEM-AS11: the autoshift engine's memory, on its own kind's resource.
+        Status::ZonalAutoshift(Box::new(healthroute_api::ZonalAutoshiftStatus {
+            last_request: Some("start:1".into()),
+            ..Default::default()
+        })),
     ] {
         queue.push(StatusUpdate {
             key: key.clone(),
@@ -307,6 +312,12 @@ async fn each_status_is_applied_to_its_kinds_resource() {
         ("healthchecks", "HealthCheck", "healthy", json!(true)),
         ("recordgroups", "RecordGroup", "servedGeneration", json!(3)),
         ("zonalshifts", "ZonalShift", "appliedGroups", json!("1/1")),
+        (
+            "zonalautoshifts",
+            "ZonalAutoshift",
+            "lastRequest",
+            json!("start:1"),
+        ),
     ] {
         let body = expect(
             &mut handle,

@@ -127,6 +127,10 @@ async fn the_leader_evaluates_metric_checks_once_for_the_cluster() {
     send(Input::Shift(Event::InitDone));
     send(Input::Service(Event::<Service>::Init));
     send(Input::Service(Event::<Service>::InitDone));
+    send(Input::Autoshift(Event::Init));
+    send(Input::Autoshift(Event::InitDone));
+    send(Input::Node(Event::Init));
+    send(Input::Node(Event::InitDone));
 
     let status = api
         .wait_for("the check's status with its evaluation", 0, IN_TIME, |s| {

@@ -6,7 +6,10 @@
 //!                     and the generation each resolver serves when they differ
 //!   explain NAME      why the live answer is what it is: the cluster's objects through the
 //!                     simulator (docs/semantics.md), checks at their current status
-//!   shift start|extend|cancel|list
+//!   shift start|extend|cancel|list   (list: ZonalShifts and the shifts ZonalAutoshifts
+//!                     hold, each with its type: Customer, Autoshift, PracticeRun)
+//!   practice start|cancel NAME   asks a ZonalAutoshift for a practice run, or ends the running
+//!                     one, through its annotation (AS10), and reports the operator's answer
 //!   checks            every HealthCheck: each checker's view and the quorum
 //! ```
 //!
@@ -19,14 +22,18 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use crate::error::Error;
-use healthroute_api::{CHECKER_LABEL, SERVED_GENERATION_ANNOTATION};
 use healthroute_api::{
-    HealthCheck, NotAppliedReason, RecordGroup, ShiftState, ZonalShift, parse_expires_in,
+    CHECKER_LABEL, PRACTICE_RUN_ANNOTATION, PRACTICE_RUN_ZONE_ANNOTATION,
+    SERVED_GENERATION_ANNOTATION,
 };
-use healthroute_compiler::manifests::{Manifests, cluster_ips, endpoints_from_slices};
+use healthroute_api::{
+    HealthCheck, NotAppliedReason, RecordGroup, ShiftState, ShiftType, ZonalAutoshift,
+    ZonalAutoshiftStatus, ZonalShift, ZonalShiftStatus, parse_expires_in,
+};
+use healthroute_compiler::manifests::{Manifests, cluster_ips, endpoints_from_slices, node_input};
 use healthroute_compiler::{CheckerView, ObjectKey};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
@@ -74,6 +81,32 @@ impl Scope {
             .await
             .map_err(err(what))?
             .items)
+    }
+}
+
+/// Whether the API server answered that it does not serve the kind (its CRD is not
+/// installed), or that the user may not read it.
+fn unserved_or_forbidden(e: &kube::Error) -> Option<u16> {
+    match e {
+        kube::Error::Api(s) if matches!(s.code, 403 | 404) => Some(s.code),
+        _ => None,
+    }
+}
+
+/// Every ZonalAutoshift in the scope; none when the kind is not served (an install without
+/// its CRD reads as one without ZonalAutoshifts).
+async fn autoshifts(client: &Client, scope: &Scope) -> Result<Vec<ZonalAutoshift>, Error> {
+    match scope
+        .api::<ZonalAutoshift>(client)
+        .list(&ListParams::default())
+        .await
+    {
+        Ok(list) => Ok(list.items),
+        Err(e) if matches!(unserved_or_forbidden(&e), Some(404)) => Ok(Vec::new()),
+        Err(source) => Err(Error::Kube {
+            what: "cannot list ZonalAutoshifts",
+            source,
+        }),
     }
 }
 
@@ -335,6 +368,33 @@ async fn cluster_manifests(client: &Client, namespace: &str) -> Result<Manifests
         .await?
     {
         m.shifts.insert(key(s.name_any()), s);
+    }
+    // With their status: the simulator's engines start from what the operator decided (the
+    // autoshift in force, the running practice run, the requests answered), as a new leader's
+    // do (AS11).
+    for a in autoshifts(client, &ns).await? {
+        m.autoshifts.insert(key(a.name_any()), a);
+    }
+    // Detection by Nodes (AS3 c) needs to read them, cluster-wide; without that right the
+    // simulation goes on without them and says so.
+    match Api::<Node>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+    {
+        Ok(nodes) => {
+            for n in &nodes.items {
+                m.nodes.insert(n.name_any(), node_input(n));
+            }
+        }
+        Err(e) if unserved_or_forbidden(&e).is_some() => m.warnings.push(format!(
+            "Nodes cannot be read ({e}): detection by Nodes (AS3 c) is left out"
+        )),
+        Err(source) => {
+            return Err(Error::Kube {
+                what: "cannot list Nodes",
+                source,
+            });
+        }
     }
     let slices = ns
         .list::<EndpointSlice>(
@@ -603,43 +663,100 @@ pub async fn shift_cancel(client: &Client, namespace: &str, name: &str) -> Resul
     ))
 }
 
-/// `shift list`: every shift, its state and what it applies to.
+/// One shift as `shift list` shows it: a ZonalShift object, or a shift a ZonalAutoshift holds.
+struct ListedShift {
+    /// `namespace/name`; a ZonalAutoshift's are `namespace/<config>:autoshift` or
+    /// `namespace/<config>:practice-run`.
+    name: String,
+    /// Customer, Autoshift or PracticeRun; `-` for a ZonalShift with no status yet.
+    shift_type: Option<ShiftType>,
+    away_from: String,
+    status: ZonalShiftStatus,
+    comment: String,
+}
+
+fn type_name(t: Option<ShiftType>) -> String {
+    t.and_then(|t| serde_json::to_value(t).ok())
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_else(|| "-".into())
+}
+
+/// `shift list`: every shift with its type (AS5), its state and what it applies to: the
+/// ZonalShifts, then the shifts each ZonalAutoshift holds now (its status's `shifts`).
 pub async fn shift_list(client: &Client, scope: &Scope, output: Output) -> Result<String, Error> {
     let list = scope
         .list::<ZonalShift>(client, &ListParams::default(), "cannot list ZonalShifts")
         .await?;
+    let mut shifts: Vec<ListedShift> = list
+        .iter()
+        .map(|s| {
+            let status = s.status.clone().unwrap_or_default();
+            ListedShift {
+                name: format!("{}/{}", s.namespace().unwrap_or_default(), s.name_any()),
+                // A ZonalShift is a customer's; an operator of before AS5 wrote no type.
+                shift_type: status
+                    .shift_type
+                    .or(s.status.as_ref().map(|_| ShiftType::Customer)),
+                away_from: s.spec.away_from.clone(),
+                status,
+                comment: s.spec.comment.clone().unwrap_or_default(),
+            }
+        })
+        .collect();
+    for a in autoshifts(client, scope).await? {
+        let namespace = a.namespace().unwrap_or_default();
+        for held in a.status.map(|s| s.shifts).unwrap_or_default() {
+            shifts.push(ListedShift {
+                name: format!("{namespace}/{}", held.name),
+                shift_type: held.status.shift_type,
+                away_from: held.away_from,
+                status: held.status,
+                comment: format!(
+                    "held by ZonalAutoshift {}",
+                    a.metadata.name.as_deref().unwrap_or("")
+                ),
+            });
+        }
+    }
     if output == Output::Json {
-        let items: Vec<Json> = list
+        let items: Vec<Json> = shifts
             .iter()
             .map(|s| {
-                json!({"zonalShift": format!("{}/{}", s.namespace().unwrap_or_default(), s.name_any()),
-                       "awayFrom": s.spec.away_from, "status": s.status.as_ref().and_then(|x| x.status),
-                       "expiryTime": s.status.as_ref().and_then(|x| x.expiry_time.clone()),
-                       "groups": s.status.as_ref().map(|x| x.groups.clone()).unwrap_or_default()})
+                json!({"zonalShift": s.name, "type": s.shift_type,
+                       "awayFrom": s.away_from, "status": s.status.status,
+                       "expiryTime": s.status.expiry_time,
+                       "groups": s.status.groups})
             })
             .collect();
         return Ok(json_text(&Json::Array(items)));
     }
-    if list.is_empty() {
+    if shifts.is_empty() {
         return Ok("no ZonalShifts\n".into());
     }
-    let rows: Vec<Vec<String>> = list
+    let rows: Vec<Vec<String>> = shifts
         .iter()
         .map(|s| {
-            let st = s.status.clone().unwrap_or_default();
             vec![
-                format!("{}/{}", s.namespace().unwrap_or_default(), s.name_any()),
-                s.spec.away_from.clone(),
-                st.status.map_or("-".into(), |x| format!("{x:?}")),
-                st.applied_groups.unwrap_or_else(|| "-".into()),
-                st.expiry_time.map_or("-".into(), |t| t.0.to_string()),
-                s.spec.comment.clone().unwrap_or_default(),
+                s.name.clone(),
+                type_name(s.shift_type),
+                s.away_from.clone(),
+                s.status.status.map_or("-".into(), |x| format!("{x:?}")),
+                s.status
+                    .applied_groups
+                    .clone()
+                    .unwrap_or_else(|| "-".into()),
+                s.status
+                    .expiry_time
+                    .as_ref()
+                    .map_or("-".into(), |t| t.0.to_string()),
+                s.comment.clone(),
             ]
         })
         .collect();
     Ok(table(
         &[
             "ZONALSHIFT",
+            "TYPE",
             "AWAY FROM",
             "STATUS",
             "APPLIED",
@@ -648,4 +765,143 @@ pub async fn shift_list(client: &Client, scope: &Scope, output: Output) -> Resul
         ],
         &rows,
     ))
+}
+
+/// `practice start NAME [--zone Z] [--id ID]`: asks ZonalAutoshift NAME for a practice run now
+/// (AS10): its annotation `healthroute.io/practice-run: start:<id>` (an id of the time when
+/// none is given: each value is acted on once), and `healthroute.io/practice-run-zone` set to
+/// `--zone` or removed (the rotation's zone). Then reports, within `wait`, what the operator
+/// answered: the run started (away from which zone, until when), or why it did not (AS7,
+/// AS8).
+pub async fn practice_start(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    zone: Option<String>,
+    id: Option<String>,
+    wait: Duration,
+) -> Result<String, Error> {
+    let value = format!("start:{}", request_id(id));
+    let api = Api::<ZonalAutoshift>::namespaced(client.clone(), namespace);
+    // A JSON merge patch: null removes a zone asked for by an earlier request.
+    let patch = json!({"metadata": {"annotations": {
+        PRACTICE_RUN_ANNOTATION: value, PRACTICE_RUN_ZONE_ANNOTATION: zone}}});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .map_err(err("cannot ask the ZonalAutoshift for a practice run"))?;
+    let mut out = format!(
+        "zonalautoshift {namespace}/{name}: practice run asked ({PRACTICE_RUN_ANNOTATION}: {value}{})\n",
+        zone.as_deref()
+            .map(|z| format!(", away from {z}"))
+            .unwrap_or_default()
+    );
+    out.push_str(&match answered(&api, name, &value, wait).await? {
+        None => not_answered(name, wait),
+        // A refusal names the request it answers; a run already running is not this one's
+        // (AlreadyRunning says so).
+        Some(st) => match (&st.not_started, &st.practice_run) {
+            (Some(refused), _) if refused.request.as_deref() == Some(value.as_str()) => {
+                format!(
+                    "not started ({}): {}\n",
+                    refused.reason.as_str(),
+                    refused.message
+                )
+            }
+            (_, Some(run)) => format!(
+                "started: traffic moves away from {} until {} unless an outcome alarm fails it\n",
+                run.zone, run.end_time.0
+            ),
+            _ => match st.outcomes.first() {
+                // It ended in the same compile: its capacity check, or an alarm.
+                Some(last) if last.requested => format!(
+                    "not started or ended at once ({}): {}\n",
+                    last.outcome.as_str(),
+                    last.message.as_deref().unwrap_or("")
+                ),
+                _ => "answered; see `kubectl get zas` for its state\n".into(),
+            },
+        },
+    });
+    Ok(out)
+}
+
+/// `practice cancel NAME [--id ID]`: ends ZonalAutoshift NAME's running practice run as
+/// `Interrupted` (AS9, AS10), through `healthroute.io/practice-run: cancel:<id>`, and reports
+/// the operator's answer within `wait`.
+pub async fn practice_cancel(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    id: Option<String>,
+    wait: Duration,
+) -> Result<String, Error> {
+    let value = format!("cancel:{}", request_id(id));
+    let api = Api::<ZonalAutoshift>::namespaced(client.clone(), namespace);
+    let running = api
+        .get(name)
+        .await
+        .map_err(err("cannot read the ZonalAutoshift"))?
+        .status
+        .and_then(|s| s.practice_run);
+    let patch = json!({"metadata": {"annotations": {PRACTICE_RUN_ANNOTATION: value}}});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .map_err(err("cannot cancel the practice run"))?;
+    let mut out = format!(
+        "zonalautoshift {namespace}/{name}: practice run cancel asked ({PRACTICE_RUN_ANNOTATION}: {value})\n"
+    );
+    out.push_str(
+        &match (answered(&api, name, &value, wait).await?, running) {
+            (None, _) => not_answered(name, wait),
+            (Some(_), None) => "no practice run was running: nothing to end\n".into(),
+            (Some(st), Some(run)) => match st.outcomes.first() {
+                Some(last) if last.start_time == run.start_time => format!(
+                    "ended ({}): traffic is back in {}\n",
+                    last.outcome.as_str(),
+                    last.zone
+                ),
+                _ => "answered; see `kubectl get zas` for its state\n".into(),
+            },
+        },
+    );
+    Ok(out)
+}
+
+/// A request's id: the one given, else the time (each distinct value is acted on once).
+fn request_id(id: Option<String>) -> String {
+    id.map(|i| i.trim().to_owned())
+        .filter(|i| !i.is_empty())
+        .unwrap_or_else(|| jiff::Timestamp::now().as_second().to_string())
+}
+
+fn not_answered(name: &str, wait: Duration) -> String {
+    format!(
+        "the operator has not answered within {} s: check `kubectl get zas {name} -o yaml` (status.lastRequest, notStarted)\n",
+        wait.as_secs()
+    )
+}
+
+/// Waits (at most `wait`) until the status of ZonalAutoshift `name` says it acted on
+/// `request` (`status.lastRequest`), and returns that status.
+async fn answered(
+    api: &Api<ZonalAutoshift>,
+    name: &str,
+    request: &str,
+    wait: Duration,
+) -> Result<Option<ZonalAutoshiftStatus>, Error> {
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        let status = api
+            .get(name)
+            .await
+            .map_err(err("cannot read the ZonalAutoshift"))?
+            .status;
+        if let Some(st) = status.filter(|s| s.last_request.as_deref() == Some(request)) {
+            return Ok(Some(st));
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Ok(None);
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }

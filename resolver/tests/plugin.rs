@@ -17,7 +17,64 @@ use serde_json::{Value as Json, json};
 #[derive(Default)]
 struct State {
     shifts: Vec<Json>,
+    autoshifts: Vec<Json>,
     writes: Vec<(String, String, Json)>,
+}
+
+/// The ZonalAutoshift `frontend` over `target`, with an autoshift away from zone-c in force
+/// (its status as the operator writes it).
+fn frontend(target: &str) -> Json {
+    json!({"apiVersion": "healthroute.io/v1alpha1", "kind": "ZonalAutoshift",
+           "metadata": {"name": "frontend", "namespace": "shop", "creationTimestamp": "2026-11-01T00:00:00Z"},
+           "spec": {"target": {"recordGroup": target}, "autoshift": "Enabled",
+                    "practiceRun": {"outcomeAlarms": [{"name": "down"}]}},
+           "status": {"autoshift": "Active", "activeZone": "zone-c",
+                      "autoshiftStartTime": "2026-12-01T11:30:00Z",
+                      "message": "zone-c is impaired: 3 of 4 values unhealthy (75%) in 3 groups",
+                      "nextPracticeRun": "2026-12-08T00:00:00Z",
+                      "shifts": [{"name": "frontend:autoshift", "awayFrom": "zone-c",
+                                  "status": {"type": "Autoshift", "status": "Active",
+                                             "startTime": "2026-12-01T11:30:00Z", "appliedGroups": "1/1",
+                                             "groups": [{"recordGroup": target, "appliedStatus": "Applied"}]}}]}})
+}
+
+/// What the operator answers to a request in the annotations (AS10): a run away from the
+/// zone asked (zone-b by default), refused in zone-a (a blocked window); a cancel ends the
+/// running run as Interrupted.
+fn operator_answer(autoshift: &mut Json) {
+    let annotations = autoshift["metadata"]["annotations"].clone();
+    let Some(value) = annotations["healthroute.io/practice-run"].as_str() else {
+        return;
+    };
+    let st = &mut autoshift["status"];
+    st["lastRequest"] = json!(value);
+    if value.starts_with("cancel") {
+        if let Some(run) = st.get("practiceRun").cloned().filter(|r| !r.is_null()) {
+            st["outcomes"] = json!([{"zone": run["zone"], "startTime": run["startTime"],
+                "endTime": "2026-12-01T12:10:00Z", "outcome": "Interrupted",
+                "message": format!("cancelled ({value})"), "requested": true}]);
+            st["practiceRun"] = Json::Null;
+            st["shifts"] = json!([]);
+        }
+        return;
+    }
+    let zone = annotations["healthroute.io/practice-run-zone"]
+        .as_str()
+        .unwrap_or("zone-b");
+    if zone == "zone-a" {
+        st["notStarted"] = json!({"time": "2026-12-01T12:00:00Z", "reason": "BlockedWindow",
+            "message": "the run would overlap blocked window Tue:12:00-Tue:13:30", "request": value});
+    } else {
+        st["practiceRun"] = json!({"zone": zone, "startTime": "2026-12-01T12:00:00Z",
+            "endTime": "2026-12-01T12:30:00Z", "requested": true});
+        st["outcomes"] = json!([{"zone": zone, "startTime": "2026-12-01T12:00:00Z",
+            "outcome": "Pending", "requested": true}]);
+        let target = autoshift["spec"]["target"]["recordGroup"].clone();
+        autoshift["status"]["shifts"] = json!([{"name": "frontend:practice-run", "awayFrom": zone,
+            "status": {"type": "PracticeRun", "status": "Active", "startTime": "2026-12-01T12:00:00Z",
+                       "expiryTime": "2026-12-01T12:30:00Z", "appliedGroups": "1/1",
+                       "groups": [{"recordGroup": target, "appliedStatus": "Applied"}]}}]);
+    }
 }
 
 fn rg(name: &str, dns: &str, policy: &str, records: Json, status: Json) -> Json {
@@ -92,15 +149,23 @@ fn list(kind: &str, items: Json) -> Json {
 /// The status the operator would write on a new shift: applied to api, not to search
 /// (fail open), expiring at a fixed time so that the transcript is stable.
 fn operator_status(shift: &mut Json) {
-    shift["status"] = json!({"status": "Active", "startTime": "2026-12-01T11:00:00Z",
+    shift["status"] = json!({"type": "Customer", "status": "Active", "startTime": "2026-12-01T11:00:00Z",
         "expiryTime": "2026-12-01T13:00:00Z", "expiresIn": shift["spec"]["expiresIn"], "appliedGroups": "1/2",
         "groups": [{"recordGroup": "api", "appliedStatus": "Applied"},
                    {"recordGroup": "search", "appliedStatus": "NotApplied", "reason": "NoHealthyCapacityElsewhere"}]});
 }
 
 fn stand_in() -> (Client, Arc<Mutex<State>>) {
+    stand_in_with("search")
+}
+
+/// The stand-in, with the ZonalAutoshift `frontend` over the group `autoshifted`.
+fn stand_in_with(autoshifted: &str) -> (Client, Arc<Mutex<State>>) {
     let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let state = Arc::new(Mutex::new(State::default()));
+    let state = Arc::new(Mutex::new(State {
+        autoshifts: vec![frontend(autoshifted)],
+        ..State::default()
+    }));
     let s = state.clone();
     tokio::spawn(async move {
         while let Some((req, send)) = handle.next_request().await {
@@ -113,7 +178,47 @@ fn stand_in() -> (Client, Arc<Mutex<State>>) {
                 st.writes.push((method.clone(), path.clone(), body.clone()));
             }
             let base = "/apis/healthroute.io/v1alpha1/namespaces/shop/zonalshifts";
+            let autoshifts = "/apis/healthroute.io/v1alpha1/namespaces/shop/zonalautoshifts";
+            let not_found = |what: &str| {
+                (
+                    404,
+                    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404, "message": format!("{what} not found")}),
+                )
+            };
             let (code, reply) = match (method.as_str(), path.as_str()) {
+                ("GET", p) if p == autoshifts => (
+                    200,
+                    list("ZonalAutoshift", Json::Array(st.autoshifts.clone())),
+                ),
+                ("GET", "/api/v1/nodes") => (200, list("Node", json!([]))),
+                (m, p) if p.starts_with(&format!("{autoshifts}/")) => {
+                    let name = p.rsplit('/').next().unwrap_or_default();
+                    match st
+                        .autoshifts
+                        .iter_mut()
+                        .find(|x| x["metadata"]["name"] == name)
+                    {
+                        Some(a) => {
+                            if m == "PATCH" {
+                                let asked = body["metadata"]["annotations"].clone();
+                                for (k, v) in asked.as_object().cloned().unwrap_or_default() {
+                                    if v.is_null() {
+                                        if let Some(o) =
+                                            a["metadata"]["annotations"].as_object_mut()
+                                        {
+                                            o.remove(&k);
+                                        }
+                                    } else {
+                                        a["metadata"]["annotations"][k] = v;
+                                    }
+                                }
+                                operator_answer(a);
+                            }
+                            (200, a.clone())
+                        }
+                        None => not_found(&format!("zonalautoshifts \"{name}\"")),
+                    }
+                }
                 ("GET", "/apis/healthroute.io/v1alpha1/namespaces/shop/recordgroups") => {
                     (200, list("RecordGroup", groups()))
                 }
@@ -338,13 +443,22 @@ async fn every_command_reads_right_and_the_guide_shows_it() {
     let text = transcript(&client).await;
     // The created shift's name carries the time it was made: stable in the guide.
     let text = regex_lite_replace(&text);
+    check_transcript("", &text);
+}
+
+/// Checks the transcript block `<!-- transcript: resolver/tests/plugin.rs{suffix} -->` of
+/// docs/user-guide.md against `text` (or rewrites it, with HEALTHROUTE_WRITE_TRANSCRIPT).
+fn check_transcript(suffix: &str, text: &str) {
     let guide_path =
         std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/user-guide.md");
     let guide = std::fs::read_to_string(&guide_path).expect("guide");
-    let begin = "<!-- transcript: resolver/tests/plugin.rs -->\n```console\n";
+    let begin = format!("<!-- transcript: resolver/tests/plugin.rs{suffix} -->\n```console\n");
     let end = "```\n<!-- end transcript -->";
-    let (Some(a), Some(b)) = (guide.find(begin), guide.find(end)) else {
-        panic!("docs/user-guide.md has no transcript block");
+    let Some(a) = guide.find(&begin) else {
+        panic!("docs/user-guide.md has no transcript block {begin:?}");
+    };
+    let Some(b) = guide[a..].find(end).map(|b| a + b) else {
+        panic!("docs/user-guide.md: the transcript block {begin:?} has no end");
     };
     let shown = &guide[a + begin.len()..b];
     if std::env::var_os("HEALTHROUTE_WRITE_TRANSCRIPT").is_some() {
@@ -356,6 +470,132 @@ async fn every_command_reads_right_and_the_guide_shows_it() {
             "the transcript in docs/user-guide.md is out of date: HEALTHROUTE_WRITE_TRANSCRIPT=1 cargo test -p healthroute-resolver --test plugin"
         );
     }
+}
+
+// SEM-AS10 SEM-AS5: `practice start` and `practice cancel` write the annotations the engine
+// reads (a new id each time; the zone asked, or none) and report the operator's answer: the
+// run started and until when, why it did not start, the run ended; `shift list` shows the
+// run's shift with its type; the runbook's transcript is this output.
+#[tokio::test]
+async fn practice_runs_are_asked_for_and_answered() {
+    let (client, state) = stand_in();
+    // No autoshift in force: a run may start.
+    state.lock().expect("state").autoshifts[0]["status"] = json!({"autoshift": "Inactive",
+        "message": "no zone is impaired", "nextPracticeRun": "2026-12-08T00:00:00Z"});
+    let mut out = String::new();
+    let mut run = |cmd: &str, text: Result<String, Error>| {
+        out.push_str(&format!("$ kubectl healthroute {cmd}\n"));
+        out.push_str(&text.unwrap_or_else(|e| format!("error: {e}\n")));
+    };
+    let wait = Duration::from_secs(2);
+    let refused = plugin::practice_start(
+        &client,
+        "shop",
+        "frontend",
+        Some("zone-a".into()),
+        Some("7".into()),
+        wait,
+    )
+    .await;
+    assert!(
+        refused.as_ref().is_ok_and(|t| t.contains(
+            "not started (BlockedWindow): the run would overlap blocked window Tue:12:00-Tue:13:30"
+        )),
+        "{refused:?}"
+    );
+    run(
+        "practice start frontend -n shop --zone zone-a --id 7",
+        refused,
+    );
+    let started =
+        plugin::practice_start(&client, "shop", "frontend", None, Some("8".into()), wait).await;
+    assert!(
+        started
+            .as_ref()
+            .is_ok_and(|t| t
+                .contains("started: traffic moves away from zone-b until 2026-12-01T12:30:00Z")),
+        "{started:?}"
+    );
+    run("practice start frontend -n shop --id 8", started);
+    let writes = state.lock().expect("state").writes.clone();
+    assert_eq!(writes[0].0, "PATCH");
+    assert!(
+        writes[0].1.ends_with("/zonalautoshifts/frontend"),
+        "{}",
+        writes[0].1
+    );
+    assert_eq!(
+        writes[1].2,
+        json!({"metadata": {"annotations": {"healthroute.io/practice-run": "start:8",
+                                            "healthroute.io/practice-run-zone": null}}}),
+        "no zone asked: an earlier request's zone is removed"
+    );
+    run(
+        "shift list -n shop",
+        plugin::shift_list(&client, &shop(), Output::Table).await,
+    );
+    let cancelled =
+        plugin::practice_cancel(&client, "shop", "frontend", Some("9".into()), wait).await;
+    assert!(
+        cancelled
+            .as_ref()
+            .is_ok_and(|t| t.contains("ended (Interrupted): traffic is back in zone-b")),
+        "{cancelled:?}"
+    );
+    run("practice cancel frontend -n shop --id 9", cancelled);
+    let nothing = plugin::practice_cancel(&client, "shop", "frontend", Some("10".into()), wait)
+        .await
+        .expect("answered");
+    assert!(nothing.contains("no practice run was running"), "{nothing}");
+    let writes = state.lock().expect("state").writes.clone();
+    assert_eq!(
+        writes
+            .iter()
+            .map(|w| w.2["metadata"]["annotations"]["healthroute.io/practice-run"].clone())
+            .collect::<Vec<_>>(),
+        [
+            json!("start:7"),
+            json!("start:8"),
+            json!("cancel:9"),
+            json!("cancel:10")
+        ]
+    );
+    assert_eq!(
+        writes[0].2["metadata"]["annotations"]["healthroute.io/practice-run-zone"],
+        "zone-a"
+    );
+    let missing = plugin::practice_start(&client, "shop", "nope", None, None, wait)
+        .await
+        .expect_err("no such ZonalAutoshift");
+    assert!(missing.to_string().contains("not found"), "{missing}");
+    check_transcript(" practice", &out);
+}
+
+// SEM-AS11: `explain` hands the cluster's ZonalAutoshifts to the simulator with their status,
+// so the autoshift the operator holds on the asked group is shown, as a new leader resumes it.
+#[tokio::test]
+async fn explain_shows_the_autoshift_in_force() {
+    let (client, _) = stand_in_with("api");
+    let explain = plugin::explain(
+        &client,
+        "shop",
+        "api.example.com",
+        "A",
+        &["example.com".into()],
+        None,
+        Some(AT.into()),
+    )
+    .await
+    .expect("explain");
+    assert!(
+        explain.contains("zonal autoshift shop/frontend: autoshift Active away from zone-c: "),
+        "{explain}"
+    );
+    assert!(
+        explain.contains("autoshift shop/frontend:autoshift (away from zone-c)"),
+        "{explain}"
+    );
+    assert!(!explain.contains("note: Nodes"), "{explain}");
 }
 
 /// `away-from-zone-b-1764586800` -> `away-from-zone-b-<time>`.

@@ -1,9 +1,10 @@
 //! The control loop's state and what each input does to it: watch events into the index,
 //! leadership terms, the publisher's feedback, the Metric-check evaluator, compiles, the
-//! Peer checks' plan, and the periodic status re-check. What each object's status says is
-//! the status module's ([`Ledger`]), which Peer checks exist the peers module's
-//! ([`PeerChecks`]); this file decides when.
+//! Peer checks' plan, the autoshift engines' reports, and the periodic status re-check. What
+//! each object's status says is the status module's ([`Ledger`]), which Peer checks exist the
+//! peers module's ([`PeerChecks`]); this file decides when.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -13,13 +14,14 @@ use tokio::sync::watch;
 
 use super::Config;
 use crate::index::{Index, Input};
-use crate::metrics::ControlMetrics;
+use crate::metrics::{AutoshiftMetrics, ControlMetrics, OperatorMetrics};
 use crate::peers::PeerChecks;
 use crate::publish::{PublishFeedback, PublishRequest};
 use crate::readiness::Readiness;
 use crate::status::Ledger;
-use healthroute_api::CheckType;
+use healthroute_api::{CheckType, PracticeRunOutcome};
 use healthroute_checker::{Checker, CheckerEvent};
+use healthroute_compiler::{AutoshiftEvent, CompileReport};
 
 /// The control loop's state: the index, the evaluator, the leadership term, and its
 /// channels to the publisher and (through the ledger) to the status writer.
@@ -37,6 +39,7 @@ pub(super) struct Control {
     /// The Peer checks the groups need (X4), planned after compiles while leading.
     peers: PeerChecks,
     metrics: Arc<ControlMetrics>,
+    autoshift: Arc<AutoshiftMetrics>,
     readiness: Arc<Readiness>,
 }
 
@@ -47,7 +50,7 @@ impl Control {
         requests: watch::Sender<PublishRequest>,
         statuses: Ledger,
         peers: PeerChecks,
-        metrics: Arc<ControlMetrics>,
+        metrics: &OperatorMetrics,
         readiness: Arc<Readiness>,
     ) -> Self {
         Control {
@@ -58,7 +61,8 @@ impl Control {
             requests,
             statuses,
             peers,
-            metrics,
+            metrics: metrics.control.clone(),
+            autoshift: metrics.autoshift.clone(),
             readiness,
         }
     }
@@ -140,21 +144,25 @@ impl Control {
         }
     }
 
-    pub(super) fn apply(&mut self, input: Input) {
+    /// Takes in one watch event; false when it changed nothing a compile reads.
+    pub(super) fn apply(&mut self, input: Input) -> bool {
         let check = matches!(input, Input::Check(_));
         match input {
             Input::Group(_) => self.peers.group_changed(),
             Input::Check(_) => self.peers.check_changed(),
             _ => {}
         }
-        self.index.apply(input);
+        let changed = self.index.apply_changed(input);
         self.metrics.events.fetch_add(1, Ordering::Relaxed);
         if check && self.term != 0 {
             self.sync_evaluator();
         }
+        changed
     }
 
-    /// A new term begins with a read-back; a term that ends drops every unsent status.
+    /// A new term begins with a read-back, and with every autoshift engine resumed from its
+    /// object's status (what the last leader decided, AS11); a term that ends drops every
+    /// unsent status.
     pub(super) fn set_leader(&mut self, is_leader: bool) {
         self.metrics.leader.store(is_leader, Ordering::Relaxed);
         self.readiness.set_leader(is_leader);
@@ -164,8 +172,10 @@ impl Control {
         if is_leader {
             self.terms += 1;
             self.term = self.terms;
+            self.index.resume_autoshifts();
         } else {
             self.term = 0;
+            self.autoshift.clear_active();
         }
         self.sync_evaluator();
         self.requests.send_replace(PublishRequest {
@@ -211,7 +221,12 @@ impl Control {
         self.statuses.take_read_back(&mut self.index);
         self.readiness.set_synced();
         let started = std::time::Instant::now();
-        let report = self.index.compiler.compile(Timestamp::now());
+        let now = Timestamp::now();
+        let mut report = self.index.compiler.compile(now);
+        if self.index.reapply_resumed_shifts() {
+            let again = self.index.compiler.compile(now);
+            report = merged(report, again);
+        }
         let m = &self.metrics;
         m.compiled(
             started.elapsed(),
@@ -225,8 +240,11 @@ impl Control {
             .store(table.groups.len() as u64, Ordering::Relaxed);
         self.export_gauges();
         if self.term == 0 {
-            return;
+            return; // what the engines did is the leader's to tell
         }
+        self.tell_autoshift_events(&report.autoshift_events);
+        self.statuses
+            .take_autoshift_events(&report.autoshift_events);
         // Off the table's path: the plan goes to its own writer (P7).
         self.peers.after_compile(&self.index);
         if !self.statuses.seeded() {
@@ -248,6 +266,38 @@ impl Control {
         );
     }
 
+    /// The leader logs and counts what the engines did (as standalone mode does), and
+    /// exports the zones autoshifted away from.
+    fn tell_autoshift_events(&self, events: &[AutoshiftEvent]) {
+        for event in events {
+            match event {
+                AutoshiftEvent::PracticeRunEnded {
+                    config, outcome, ..
+                } if *outcome != PracticeRunOutcome::Succeeded => {
+                    tracing::warn!(zonal_autoshift = %config, outcome = outcome.as_str(), "{event}");
+                }
+                AutoshiftEvent::PracticeRunNotStarted { config, reason, .. } => {
+                    tracing::warn!(zonal_autoshift = %config, reason = reason.as_str(), "{event}");
+                }
+                AutoshiftEvent::AutoshiftStarted { config, .. }
+                | AutoshiftEvent::AutoshiftEnded { config, .. }
+                | AutoshiftEvent::PracticeRunStarted { config, .. }
+                | AutoshiftEvent::PracticeRunEnded { config, .. } => {
+                    tracing::info!(zonal_autoshift = %config, "{event}");
+                }
+            }
+        }
+        self.autoshift.count(events);
+        let compiler = &self.index.compiler;
+        let mut active: BTreeMap<String, i64> = BTreeMap::new();
+        for key in compiler.autoshift_keys() {
+            if let Some(zone) = compiler.autoshift_status(key).and_then(|s| s.active_zone) {
+                *active.entry(zone).or_default() += 1;
+            }
+        }
+        self.autoshift.set_active(active);
+    }
+
     /// The periodic re-check of every status against the objects as watched (leader only).
     pub(super) fn recheck_statuses(&mut self) {
         if self.term == 0 {
@@ -255,4 +305,24 @@ impl Control {
         }
         self.statuses.recheck(&self.index, Timestamp::now());
     }
+}
+
+/// What two compiles in a row did, as one.
+fn merged(mut first: CompileReport, second: CompileReport) -> CompileReport {
+    first.recompiled += second.recompiled;
+    first.table_changes += second.table_changes;
+    first.generation = second.generation;
+    first.evaluated_checks += second.evaluated_checks;
+    for key in second.changed_groups {
+        if !first.changed_groups.contains(&key) {
+            first.changed_groups.push(key);
+        }
+    }
+    for key in second.changed_checks {
+        if !first.changed_checks.contains(&key) {
+            first.changed_checks.push(key);
+        }
+    }
+    first.autoshift_events.extend(second.autoshift_events);
+    first
 }

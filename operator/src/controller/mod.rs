@@ -5,6 +5,7 @@
 //! ```text
 //!  watches ──▶ Index::apply (no client, no await) ──▶ compile(now): at once after a quiet
 //!                                                      spell, else at most every debounce
+//!                                                      (autoshift engines step in it, AS)
 //!      compiled table ──watch (newest only)──▶ publisher task ──▶ table ConfigMaps
 //!                      ◀── ReadBack / Published / Failed ───┘
 //!      status of each changed object, judged against what is *published* (P5)
@@ -17,6 +18,9 @@
 //! A new leadership term starts with the publisher reading back the published table: the
 //! compiler takes in the last good version of every rejected group from it (P6), and the next
 //! generation continues above it and above every resolver's (P4). Only then is a table sent.
+//! Every ZonalAutoshift's engine starts again from its object's status, the last leader's
+//! decisions (AS11); what the engines report from then on is logged, counted and recorded
+//! as Events by the leader only.
 //!
 //! ```text
 //!   mod.rs       the loop: its Config, run, run_with
@@ -185,7 +189,7 @@ pub async fn run_with(
         requests_tx,
         Ledger::new(queue, metrics.status.clone()),
         PeerChecks::new(plans_tx, metrics.peers.clone()),
-        metrics.control.clone(),
+        &metrics,
         readiness,
     );
     let mut inputs = inputs;
@@ -233,16 +237,19 @@ pub async fn run_with(
                 }
             }
             Some(input) = inputs.next() => {
-                control.apply(input);
+                let mut changed = control.apply(input);
                 // Everything already queued joins this compile.
                 for _ in 0..4096 {
                     match inputs.next().now_or_never() {
-                        Some(Some(input)) => control.apply(input),
+                        Some(Some(input)) => changed |= control.apply(input),
                         _ => break,
                     }
                 }
-                let earliest = last_compile.map_or(Instant::now(), |t| t + config.debounce);
-                due.get_or_insert(earliest.max(Instant::now()));
+                // A Node's heartbeat changes nothing the compiler reads: no compile for it.
+                if changed {
+                    let earliest = last_compile.map_or(Instant::now(), |t| t + config.debounce);
+                    due.get_or_insert(earliest.max(Instant::now()));
+                }
             }
             _ = recheck.tick() => {
                 // Judged against a compile of everything watched so far: an edit applied but

@@ -1,15 +1,18 @@
 //! The operator's metrics, one set per component, each its own collector in the process's
 //! prometheus-client registry: the control loop ([`ControlMetrics`]), the table publisher
 //! ([`PublisherMetrics`]), the status path ([`StatusMetrics`]), the Peer checks
-//! ([`PeerMetrics`]) and the leader's Metric-check evaluator (the checker crate's
-//! `CheckerMetrics`, exported as the checker `metric-evaluator`). The numbers are atomics
+//! ([`PeerMetrics`]), zonal autoshift ([`AutoshiftMetrics`]) and the leader's Metric-check
+//! evaluator (the checker crate's `CheckerMetrics`, exported as the checker
+//! `metric-evaluator`). The numbers are atomics
 //! updated where the work happens and read at each scrape. Whether the replica is ready is not a number: see [`crate::readiness`].
 
+mod autoshift;
 mod control;
 mod peers;
 mod publisher;
 mod status;
 
+pub use autoshift::AutoshiftMetrics;
 pub use control::{ControlMetrics, ShiftExpiry};
 pub use peers::PeerMetrics;
 pub use publisher::PublisherMetrics;
@@ -29,6 +32,8 @@ pub struct OperatorMetrics {
     pub status: Arc<StatusMetrics>,
     /// The Peer checks the leader creates (X4).
     pub peers: Arc<PeerMetrics>,
+    /// What the ZonalAutoshift engines did, as the leader saw it (AS11).
+    pub autoshift: Arc<AutoshiftMetrics>,
     /// The leader's Metric-check evaluator (H14).
     pub metric_evaluator: Arc<CheckerMetrics>,
 }
@@ -40,6 +45,7 @@ impl OperatorMetrics {
         registry.register_collector(Box::new(self.publisher.clone()));
         registry.register_collector(Box::new(self.status.clone()));
         registry.register_collector(Box::new(self.peers.clone()));
+        registry.register_collector(Box::new(self.autoshift.clone()));
         registry.register_collector(Box::new(CheckerCollector {
             checker: METRIC_EVALUATOR.into(),
             metrics: self.metric_evaluator.clone(),
@@ -138,6 +144,69 @@ mod tests {
                 );
             }
         }
+    }
+
+    // SEM-AS11: the leader exports standalone mode's three autoshift families: the zones
+    // autoshifted away from, every outcome from 0, the runs not started by reason; a term
+    // that ends takes its zones away.
+    #[test]
+    fn the_autoshift_families_are_standalone_modes() {
+        use healthroute_api::{NotStartedReason, ObjectKey, PracticeRunOutcome};
+        use healthroute_compiler::AutoshiftEvent;
+        let metrics = OperatorMetrics::default();
+        let config = ObjectKey::new("shop", "frontend");
+        metrics.autoshift.count(&[
+            AutoshiftEvent::PracticeRunEnded {
+                config: config.clone(),
+                zone: "zone-b".into(),
+                outcome: PracticeRunOutcome::Failed,
+                message: "outcome alarm errors is in ALARM".into(),
+            },
+            AutoshiftEvent::PracticeRunNotStarted {
+                config: config.clone(),
+                reason: NotStartedReason::BlockedWindow,
+                message: "in a blocked window".into(),
+                request: Some("start:1".into()),
+            },
+            AutoshiftEvent::AutoshiftStarted {
+                config,
+                zone: "zone-a".into(),
+                message: "zone-a is impaired".into(),
+            },
+        ]);
+        metrics
+            .autoshift
+            .set_active([("zone-a".to_owned(), 1)].into_iter().collect());
+        let text = |m: &OperatorMetrics| {
+            let mut registry = Registry::default();
+            m.register(&mut registry);
+            encode(&registry)
+        };
+        let shown = text(&metrics);
+        for line in [
+            "# TYPE healthroute_autoshift_active gauge",
+            r#"healthroute_autoshift_active{zone="zone-a"} 1"#,
+            "# TYPE healthroute_practice_runs_total counter",
+            r#"healthroute_practice_runs_total{outcome="Failed"} 1"#,
+            r#"healthroute_practice_runs_total{outcome="Succeeded"} 0"#,
+            r#"healthroute_practice_runs_total{outcome="CapacityCheckFailed"} 0"#,
+            "# TYPE healthroute_practice_runs_not_started_total counter",
+            r#"healthroute_practice_runs_not_started_total{reason="BlockedWindow"} 1"#,
+        ] {
+            assert!(
+                shown.lines().any(|l| l == line),
+                "missing {line:?} in\n{shown}"
+            );
+        }
+        metrics.autoshift.set_active(Default::default());
+        assert!(
+            text(&metrics)
+                .lines()
+                .any(|l| l == r#"healthroute_autoshift_active{zone="zone-a"} 0"#),
+            "a zone seen this term ends at 0"
+        );
+        metrics.autoshift.clear_active();
+        assert!(!text(&metrics).contains("healthroute_autoshift_active{"));
     }
 
     // SEM-X4: the Peer checks' families, named and typed.

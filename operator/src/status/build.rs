@@ -5,7 +5,10 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::conditions::{Desired, condition_reasons, merge_conditions, types};
-use healthroute_api::{AppliedStatus, HealthCheckStatus, RecordGroupStatus, ZonalShiftStatus};
+use healthroute_api::{
+    AppliedStatus, AutoshiftMode, HealthCheckStatus, RecordGroupStatus, ZonalAutoshiftSpec,
+    ZonalAutoshiftStatus, ZonalShiftStatus,
+};
 use healthroute_compiler::{CheckHealth, GroupOutcome, reasons};
 
 /// Where the group's current version stands against the published table (SEMANTICS P5).
@@ -232,6 +235,72 @@ pub fn zonal_shift_invalid(
     }
 }
 
+/// A ZonalAutoshift's status: what its engine decided (`status`, from the compiler), with
+/// `Ready` (False with reason `InvalidSpec` and why, when the configuration cannot be used)
+/// and `Autoshift` (True while traffic moves away from a zone, the zone in its message).
+pub fn zonal_autoshift(
+    mut status: ZonalAutoshiftStatus,
+    spec: &ZonalAutoshiftSpec,
+    error: Option<&str>,
+    old: Option<&ZonalAutoshiftStatus>,
+    generation: Option<i64>,
+    now: jiff::Timestamp,
+) -> ZonalAutoshiftStatus {
+    let message = status.message.clone().unwrap_or_default();
+    let ready = match error {
+        Some(e) => Desired {
+            kind: types::READY,
+            status: false,
+            reason: reasons::INVALID_SPEC,
+            message: e.to_owned(),
+        },
+        None => Desired {
+            kind: types::READY,
+            status: true,
+            reason: condition_reasons::CONFIGURED,
+            message: "the configuration is in use".into(),
+        },
+    };
+    let impaired = status.zones.iter().filter(|z| z.impaired).count();
+    let (active, reason) = match (&status.active_zone, error) {
+        (_, Some(_)) => (false, reasons::INVALID_SPEC),
+        (Some(_), _) if status.healthy_since.is_some() => {
+            (true, condition_reasons::ZONE_RECOVERING)
+        }
+        (Some(_), _) => (true, condition_reasons::ZONE_IMPAIRED),
+        (None, _) if spec.autoshift == AutoshiftMode::Disabled => {
+            (false, condition_reasons::DISABLED)
+        }
+        (None, _) if impaired > 1 => (false, condition_reasons::SEVERAL_ZONES_IMPAIRED),
+        (None, _) => (false, condition_reasons::NO_ZONE_IMPAIRED),
+    };
+    let autoshift_message = match (&status.active_zone, &status.autoshift_start_time) {
+        (Some(zone), Some(start)) if active => {
+            // In whole seconds, as the status keeps the start: the same text after a leader
+            // change.
+            let since = jiff::Timestamp::from_second(start.0.as_second()).unwrap_or(start.0);
+            format!("traffic moves away from {zone} since {since}: {message}")
+        }
+        _ => message,
+    };
+    status.conditions = merge_conditions(
+        old.map_or(&[][..], |s| &s.conditions),
+        vec![
+            ready,
+            Desired {
+                kind: types::AUTOSHIFT,
+                status: active,
+                reason,
+                message: autoshift_message,
+            },
+        ],
+        now,
+        generation,
+    );
+    status.observed_generation = generation;
+    status
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -279,6 +348,124 @@ mod tests {
             lr.message,
             "this version is rejected; served: last good version, 1 answering"
         );
+    }
+
+    // SEM-AS1 SEM-AS4 SEM-AS11: a ZonalAutoshift's conditions: Ready False with InvalidSpec
+    // and why when its configuration cannot be used; Autoshift True while a zone is shifted
+    // away from (impaired, or healthy again within the hold time), the zone in the message
+    // (a reason cannot hold it); False with why not otherwise.
+    #[test]
+    fn a_zonal_autoshift_says_whether_it_shifts_and_why() {
+        use healthroute_api::{AutoshiftState, ZoneDetection};
+        use healthroute_compiler::testing::mk_autoshift;
+        let zone = |name: &str, impaired: bool| ZoneDetection {
+            zone: name.into(),
+            impaired,
+            ..Default::default()
+        };
+        let active = |healthy_since: Option<i64>| ZonalAutoshiftStatus {
+            autoshift: Some(AutoshiftState::Active),
+            active_zone: Some("zone-a".into()),
+            autoshift_start_time: Some(Time(
+                t(0).checked_add(jiff::SignedDuration::from_millis(250))
+                    .expect("in range"),
+            )),
+            healthy_since: healthy_since.map(|s| Time(t(s))),
+            message: Some("zone-a is impaired: 3 of 3 values unhealthy".into()),
+            zones: vec![
+                zone("zone-a", healthy_since.is_none()),
+                zone("zone-b", false),
+            ],
+            ..Default::default()
+        };
+        let inactive = |zones: Vec<ZoneDetection>, message: &str| ZonalAutoshiftStatus {
+            autoshift: Some(AutoshiftState::Inactive),
+            message: Some(message.into()),
+            zones,
+            ..Default::default()
+        };
+        let enabled = mk_autoshift("api", true);
+        let disabled = mk_autoshift("api", false);
+        let cond = |st: &ZonalAutoshiftStatus, kind: &str| {
+            st.conditions
+                .iter()
+                .find(|c| c.type_ == kind)
+                .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+                .expect("condition")
+        };
+        let impaired = zonal_autoshift(active(None), &enabled, None, None, Some(3), t(1));
+        assert_eq!(impaired.observed_generation, Some(3));
+        assert_eq!(cond(&impaired, "Ready").0, "True");
+        let (status, reason, message) = cond(&impaired, "Autoshift");
+        assert_eq!((status.as_str(), reason.as_str()), ("True", "ZoneImpaired"));
+        assert_eq!(
+            message,
+            "traffic moves away from zone-a since 2027-01-15T08:00:00Z: zone-a is impaired: 3 of 3 values unhealthy"
+        );
+        let recovering = zonal_autoshift(
+            active(Some(5)),
+            &enabled,
+            None,
+            Some(&impaired),
+            Some(3),
+            t(6),
+        );
+        let autoshift = recovering
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Autoshift")
+            .expect("Autoshift");
+        assert_eq!(autoshift.reason, "ZoneRecovering");
+        assert_eq!(
+            autoshift.last_transition_time,
+            Time(t(1)),
+            "still True: no transition"
+        );
+        for (st, spec, reason) in [
+            (
+                inactive(vec![zone("zone-a", false)], "no zone is impaired"),
+                &enabled,
+                "NoZoneImpaired",
+            ),
+            (
+                inactive(
+                    vec![zone("zone-a", true), zone("zone-b", true)],
+                    "zone-a, zone-b are impaired at the same time",
+                ),
+                &enabled,
+                "SeveralZonesImpaired",
+            ),
+            (
+                inactive(vec![zone("zone-a", true)], "autoshift is Disabled"),
+                &disabled,
+                "Disabled",
+            ),
+        ] {
+            let written = zonal_autoshift(st.clone(), spec, None, None, None, t(1));
+            let (status, got, message) = cond(&written, "Autoshift");
+            assert_eq!((status.as_str(), got.as_str()), ("False", reason));
+            assert_eq!(Some(message), st.message, "the engine's words");
+        }
+        let invalid = zonal_autoshift(
+            inactive(
+                Vec::new(),
+                "the configuration cannot be used: no such date 2026-02-30",
+            ),
+            &enabled,
+            Some("no such date 2026-02-30"),
+            None,
+            None,
+            t(1),
+        );
+        assert_eq!(
+            cond(&invalid, "Ready"),
+            (
+                "False".to_owned(),
+                "InvalidSpec".to_owned(),
+                "no such date 2026-02-30".to_owned()
+            )
+        );
+        assert_eq!(cond(&invalid, "Autoshift").1, "InvalidSpec");
     }
 
     // SEM-H12: a check unhealthy because its checkers refuse the target says so in its reason.

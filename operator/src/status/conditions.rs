@@ -11,6 +11,8 @@ pub mod types {
     pub const LAST_RESORT: &str = "LastResort";
     pub const HEALTHY: &str = "Healthy";
     pub const APPLIED: &str = "Applied";
+    /// A ZonalAutoshift's: True while its autoshift moves traffic away from a zone.
+    pub const AUTOSHIFT: &str = "Autoshift";
 }
 
 /// Condition reasons beyond the compiler's.
@@ -27,6 +29,18 @@ pub mod condition_reasons {
     pub const TARGET_DENIED: &str = "TargetDenied";
     pub const ACTIVE: &str = "Active";
     pub const ENDED: &str = "Ended";
+    /// A ZonalAutoshift whose configuration is in use.
+    pub const CONFIGURED: &str = "Configured";
+    /// An autoshift in force: its zone is impaired (the zone is in the message: a reason
+    /// cannot hold a zone's name, whose hyphens the API refuses there).
+    pub const ZONE_IMPAIRED: &str = "ZoneImpaired";
+    /// An autoshift in force whose zone is healthy again, for less than the hold time.
+    pub const ZONE_RECOVERING: &str = "ZoneRecovering";
+    /// No autoshift: `autoshift: Disabled`.
+    pub const DISABLED: &str = "Disabled";
+    pub const NO_ZONE_IMPAIRED: &str = "NoZoneImpaired";
+    /// No autoshift: more than one zone is impaired at once (AS4).
+    pub const SEVERAL_ZONES_IMPAIRED: &str = "SeveralZonesImpaired";
 }
 
 /// One desired condition: (type, status, reason, message).

@@ -4,7 +4,10 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 use super::conditions::{condition_reasons, types};
-use healthroute_api::{AppliedStatus, RecordGroupStatus, ZonalShiftStatus};
+use healthroute_api::{
+    AppliedStatus, ObjectKey, PracticeRunOutcome, RecordGroupStatus, ZonalShiftStatus,
+};
+use healthroute_compiler::AutoshiftEvent;
 
 /// The reasons of the Events the operator records (each documented in docs/user-guide.md,
 /// "Events"). A compile rejection's Event has the rejection's reason (`reasons::*`).
@@ -19,6 +22,16 @@ pub mod event_reasons {
     pub const PUBLISHED: &str = "Published";
     pub const SHIFT_APPLIED: &str = "ShiftApplied";
     pub const SHIFT_NOT_APPLIED: &str = "ShiftNotApplied";
+    /// A ZonalAutoshift's (SEMANTICS AS11): Normal.
+    pub const AUTOSHIFT_STARTED: &str = "AutoshiftStarted";
+    pub const AUTOSHIFT_ENDED: &str = "AutoshiftEnded";
+    pub const PRACTICE_RUN_STARTED: &str = "PracticeRunStarted";
+    pub const PRACTICE_RUN_SUCCEEDED: &str = "PracticeRunSucceeded";
+    /// Warning.
+    pub const PRACTICE_RUN_FAILED: &str = "PracticeRunFailed";
+    pub const PRACTICE_RUN_INTERRUPTED: &str = "PracticeRunInterrupted";
+    pub const PRACTICE_RUN_CAPACITY_CHECK_FAILED: &str = "PracticeRunCapacityCheckFailed";
+    pub const PRACTICE_RUN_NOT_STARTED: &str = "PracticeRunNotStarted";
 }
 
 /// What else an Event is about, besides the object it is recorded on: it is part of the
@@ -29,6 +42,9 @@ pub enum Related {
     Record(String),
     /// A RecordGroup of the object's namespace (a shift's target).
     Group(String),
+    /// A zone a ZonalAutoshift shifts away from (`fieldPath: status.zones{ZONE}`): an
+    /// autoshift away from zone-a and then one away from zone-b are two facts.
+    Zone(String),
 }
 
 /// A fact worth an Event.
@@ -216,6 +232,65 @@ pub fn shift_events(
     out
 }
 
+/// The Event of one thing a ZonalAutoshift's engine did, with the configuration it is
+/// recorded on. The note is the event's text without the configuration's name, which the
+/// Event names already.
+pub fn autoshift_notice(event: &AutoshiftEvent) -> (ObjectKey, Notice) {
+    use event_reasons::*;
+    let text = event.to_string();
+    let (config, warning, reason, action, zone) = match event {
+        AutoshiftEvent::AutoshiftStarted { config, zone, .. } => {
+            (config, false, AUTOSHIFT_STARTED, "Autoshift", Some(zone))
+        }
+        AutoshiftEvent::AutoshiftEnded { config, zone, .. } => {
+            (config, false, AUTOSHIFT_ENDED, "Autoshift", Some(zone))
+        }
+        AutoshiftEvent::PracticeRunStarted { config, zone, .. } => (
+            config,
+            false,
+            PRACTICE_RUN_STARTED,
+            "PracticeRun",
+            Some(zone),
+        ),
+        AutoshiftEvent::PracticeRunEnded {
+            config,
+            zone,
+            outcome,
+            ..
+        } => {
+            let (warning, reason) = match outcome {
+                PracticeRunOutcome::Succeeded => (false, PRACTICE_RUN_SUCCEEDED),
+                PracticeRunOutcome::Failed => (true, PRACTICE_RUN_FAILED),
+                PracticeRunOutcome::CapacityCheckFailed => {
+                    (true, PRACTICE_RUN_CAPACITY_CHECK_FAILED)
+                }
+                // A run that ended is never Pending; were it, it did not run its course.
+                PracticeRunOutcome::Interrupted | PracticeRunOutcome::Pending => {
+                    (true, PRACTICE_RUN_INTERRUPTED)
+                }
+            };
+            (config, warning, reason, "PracticeRun", Some(zone))
+        }
+        AutoshiftEvent::PracticeRunNotStarted { config, .. } => {
+            (config, true, PRACTICE_RUN_NOT_STARTED, "PracticeRun", None)
+        }
+    };
+    let note = text
+        .strip_prefix(&format!("{config}: "))
+        .unwrap_or(&text)
+        .to_owned();
+    (
+        config.clone(),
+        Notice {
+            warning,
+            reason,
+            action,
+            note,
+            related: zone.map(|z| Related::Zone(z.clone())),
+        },
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -381,6 +456,102 @@ mod tests {
             "{note}"
         );
         assert!(shift_events(Some(&new), &new, "zone-b").is_empty());
+    }
+
+    // SEM-AS11: each thing an engine does is an Event on its ZonalAutoshift, Warning for a
+    // run that failed, was interrupted, failed its capacity check or did not start; the note
+    // is the engine's text without the configuration's name; a zone is in the key.
+    #[test]
+    fn autoshift_events_are_normal_or_warning_by_what_happened() {
+        use healthroute_api::NotStartedReason;
+        let config = ObjectKey::new("shop", "frontend");
+        let ended = |outcome| AutoshiftEvent::PracticeRunEnded {
+            config: config.clone(),
+            zone: "zone-b".into(),
+            outcome,
+            message: "why".into(),
+        };
+        let cases = [
+            (
+                AutoshiftEvent::AutoshiftStarted {
+                    config: config.clone(),
+                    zone: "zone-a".into(),
+                    message: "zone-a is impaired: 3 of 4 values unhealthy".into(),
+                },
+                false,
+                "AutoshiftStarted",
+            ),
+            (
+                AutoshiftEvent::AutoshiftEnded {
+                    config: config.clone(),
+                    zone: "zone-a".into(),
+                    message: "healthy".into(),
+                },
+                false,
+                "AutoshiftEnded",
+            ),
+            (
+                AutoshiftEvent::PracticeRunStarted {
+                    config: config.clone(),
+                    zone: "zone-b".into(),
+                    requested: true,
+                    end: jiff::Timestamp::UNIX_EPOCH,
+                },
+                false,
+                "PracticeRunStarted",
+            ),
+            (
+                ended(PracticeRunOutcome::Succeeded),
+                false,
+                "PracticeRunSucceeded",
+            ),
+            (ended(PracticeRunOutcome::Failed), true, "PracticeRunFailed"),
+            (
+                ended(PracticeRunOutcome::Interrupted),
+                true,
+                "PracticeRunInterrupted",
+            ),
+            (
+                ended(PracticeRunOutcome::CapacityCheckFailed),
+                true,
+                "PracticeRunCapacityCheckFailed",
+            ),
+            (
+                AutoshiftEvent::PracticeRunNotStarted {
+                    config: config.clone(),
+                    reason: NotStartedReason::BlockedWindow,
+                    message: "the run would overlap blocked window Tue:12:00-Tue:13:30".into(),
+                    request: Some("start:1".into()),
+                },
+                true,
+                "PracticeRunNotStarted",
+            ),
+        ];
+        for (event, warning, reason) in cases {
+            let (key, notice) = autoshift_notice(&event);
+            assert_eq!(key, config);
+            assert_eq!(
+                (notice.warning, notice.reason),
+                (warning, reason),
+                "{event}"
+            );
+            assert!(!notice.note.starts_with("shop/frontend"), "{}", notice.note);
+            assert_eq!(
+                format!("{config}: {}", notice.note),
+                event.to_string(),
+                "the engine's text"
+            );
+        }
+        let (_, started) = autoshift_notice(&AutoshiftEvent::AutoshiftStarted {
+            config,
+            zone: "zone-a".into(),
+            message: "zone-a is impaired".into(),
+        });
+        assert_eq!(started.related, Some(Related::Zone("zone-a".into())));
+        assert_eq!(
+            started.note,
+            "autoshift away from zone-a started: zone-a is impaired"
+        );
     }
 
     // SEM-S8 SEM-P5: a rejected edit's written status says the last good version is served,

@@ -16,8 +16,8 @@ use kube::api::ApiResource;
 use serde_json::Value as Json;
 
 use healthroute_api::{
-    HealthCheck, HealthCheckStatus, ObjectKey, RecordGroup, RecordGroupStatus, ZonalShift,
-    ZonalShiftStatus,
+    HealthCheck, HealthCheckStatus, ObjectKey, RecordGroup, RecordGroupStatus, ZonalAutoshift,
+    ZonalAutoshiftStatus, ZonalShift, ZonalShiftStatus,
 };
 
 /// A kind whose status the operator writes.
@@ -26,6 +26,7 @@ pub enum StatusKind {
     HealthCheck,
     RecordGroup,
     ZonalShift,
+    ZonalAutoshift,
 }
 
 impl StatusKind {
@@ -35,6 +36,7 @@ impl StatusKind {
             StatusKind::HealthCheck => ApiResource::erase::<HealthCheck>(&()),
             StatusKind::RecordGroup => ApiResource::erase::<RecordGroup>(&()),
             StatusKind::ZonalShift => ApiResource::erase::<ZonalShift>(&()),
+            StatusKind::ZonalAutoshift => ApiResource::erase::<ZonalAutoshift>(&()),
         }
     }
 }
@@ -45,6 +47,7 @@ impl fmt::Display for StatusKind {
             StatusKind::HealthCheck => HealthCheck::kind(&()),
             StatusKind::RecordGroup => RecordGroup::kind(&()),
             StatusKind::ZonalShift => ZonalShift::kind(&()),
+            StatusKind::ZonalAutoshift => ZonalAutoshift::kind(&()),
         };
         f.write_str(&kind)
     }
@@ -60,6 +63,8 @@ pub enum Status {
     HealthCheck(HealthCheckStatus),
     RecordGroup(RecordGroupStatus),
     ZonalShift(ZonalShiftStatus),
+    /// Boxed: twice the others' size.
+    ZonalAutoshift(Box<ZonalAutoshiftStatus>),
 }
 
 impl Status {
@@ -68,6 +73,7 @@ impl Status {
             Status::HealthCheck(_) => StatusKind::HealthCheck,
             Status::RecordGroup(_) => StatusKind::RecordGroup,
             Status::ZonalShift(_) => StatusKind::ZonalShift,
+            Status::ZonalAutoshift(_) => StatusKind::ZonalAutoshift,
         }
     }
 
@@ -77,6 +83,7 @@ impl Status {
             Status::HealthCheck(s) => serde_json::to_value(s),
             Status::RecordGroup(s) => serde_json::to_value(s),
             Status::ZonalShift(s) => serde_json::to_value(s),
+            Status::ZonalAutoshift(s) => serde_json::to_value(s),
         }
     }
 
@@ -87,6 +94,7 @@ impl Status {
             (Status::HealthCheck(a), Status::HealthCheck(b)) => a.shown_by(b),
             (Status::RecordGroup(a), Status::RecordGroup(b)) => a.shown_by(b),
             (Status::ZonalShift(a), Status::ZonalShift(b)) => a.shown_by(b),
+            (Status::ZonalAutoshift(a), Status::ZonalAutoshift(b)) => a.shown_by(b),
             _ => false,
         }
     }
@@ -223,6 +231,60 @@ impl OwnStatus for ZonalShiftStatus {
     }
 }
 
+impl OwnStatus for ZonalAutoshiftStatus {
+    const KIND: StatusKind = StatusKind::ZonalAutoshift;
+    fn into_status(self) -> Status {
+        Status::ZonalAutoshift(Box::new(self))
+    }
+    fn of(status: &Status) -> Option<&Self> {
+        match status {
+            Status::ZonalAutoshift(s) => Some(s),
+            _ => None,
+        }
+    }
+    /// The whole status is the operator's: no field is left to another writer, and one that
+    /// goes (`activeZone` when an autoshift ends, `practiceRun` when a run ends) is a change.
+    fn comparable(&self, shown: &Self) -> (Self, Self) {
+        let (mut a, mut b) = (self.clone(), shown.clone());
+        for s in [&mut a, &mut b] {
+            without_transition_times(&mut s.conditions);
+            let run = s.practice_run.as_mut();
+            let outcomes = s.outcomes.iter_mut();
+            let times = [
+                s.autoshift_start_time.as_mut(),
+                s.autoshift_end_time.as_mut(),
+                s.healthy_since.as_mut(),
+                s.next_practice_run.as_mut(),
+                s.not_started.as_mut().map(|n| &mut n.time),
+            ]
+            .into_iter()
+            .flatten()
+            .chain(
+                run.into_iter()
+                    .flat_map(|r| [&mut r.start_time, &mut r.end_time]),
+            )
+            .chain(
+                outcomes
+                    .flat_map(|o| std::iter::once(&mut o.start_time).chain(o.end_time.as_mut())),
+            );
+            for t in times {
+                wire_time(t);
+            }
+            for shift in &mut s.shifts {
+                let st = &mut shift.status;
+                without_transition_times(&mut st.conditions);
+                for t in [st.start_time.as_mut(), st.expiry_time.as_mut()]
+                    .into_iter()
+                    .flatten()
+                {
+                    wire_time(t);
+                }
+            }
+        }
+        (a, b)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use healthroute_api::{CheckerStatus, MetricStatus};
@@ -276,6 +338,65 @@ mod tests {
                 .shown_by(&Status::HealthCheck(HealthCheckStatus::default())),
             "another kind"
         );
+    }
+
+    // SEM-AS11: a ZonalAutoshift's status is the operator's alone: a field that goes (the
+    // autoshift ended, the run ended) makes it differ, where another kind's unset fields are
+    // left out; its times count in whole seconds, wherever they are.
+    #[test]
+    fn a_zonal_autoshift_status_that_loses_a_field_is_not_shown() {
+        use healthroute_api::{
+            AutoshiftState, PracticeRunOutcome, PracticeRunRecord, RunningPracticeRun,
+            ZonalAutoshiftStatus,
+        };
+        let precise = |s: i64| {
+            Time(
+                t(s).checked_add(jiff::SignedDuration::from_millis(700))
+                    .expect("in range"),
+            )
+        };
+        let ours = ZonalAutoshiftStatus {
+            autoshift: Some(AutoshiftState::Active),
+            active_zone: Some("zone-a".into()),
+            autoshift_start_time: Some(precise(0)),
+            practice_run: Some(RunningPracticeRun {
+                zone: "zone-b".into(),
+                start_time: precise(1),
+                end_time: precise(1801),
+                requested: true,
+            }),
+            outcomes: vec![PracticeRunRecord {
+                zone: "zone-b".into(),
+                start_time: precise(1),
+                end_time: None,
+                outcome: PracticeRunOutcome::Pending,
+                message: None,
+                requested: true,
+            }],
+            conditions: vec![ready("True", 0)],
+            ..Default::default()
+        };
+        let wire: ZonalAutoshiftStatus =
+            serde_json::from_value(serde_json::to_value(&ours).expect("json")).expect("reads");
+        assert!(ours.shown_by(&wire), "as the API gives it back, in seconds");
+        let mut later = wire.clone();
+        later.conditions[0].last_transition_time = Time(t(99));
+        assert!(ours.shown_by(&later));
+        let ended = ZonalAutoshiftStatus {
+            autoshift: Some(AutoshiftState::Inactive),
+            active_zone: None,
+            autoshift_start_time: None,
+            ..ours.clone()
+        };
+        assert!(
+            !ended.shown_by(&wire),
+            "the autoshift ended: activeZone goes"
+        );
+        let run_over = ZonalAutoshiftStatus {
+            practice_run: None,
+            ..ours.clone()
+        };
+        assert!(!run_over.shown_by(&wire), "the run ended");
     }
 
     // A HealthCheck's `checkers[]` are the checkers' own: they never make our status differ.

@@ -4,8 +4,11 @@
 //! ```text
 //!  compiled(changed groups, changed checks) ──▶ groups: awaiting until the publisher has
 //!                                               caught up (or fails) ──▶ settle_groups
-//!                                          ──▶ checks (all at a term's start), every shift
-//!  push: not when it says what was last sent, or (first time this term) what the object shows
+//!                                          ──▶ checks (all at a term's start), every shift,
+//!                                              every ZonalAutoshift (with the Events its
+//!                                              engine reported since its last status)
+//!  push: not when it says what was last sent, or (first time this term) what the object shows,
+//!        unless it carries Events
 //!  recheck (every --status-recheck-interval): each object as last watched against what
 //!  would be written; a difference nothing queued explains is written again, without Events
 //! ```
@@ -25,8 +28,10 @@ use super::writer::{StatusQueue, StatusUpdate};
 use crate::index::Index;
 use crate::metrics::StatusMetrics;
 use crate::publish::ReadBack;
-use healthroute_api::{HealthCheckStatus, MetricStatus, RecordGroupStatus, ZonalShiftStatus};
-use healthroute_compiler::ObjectKey;
+use healthroute_api::{
+    HealthCheckStatus, MetricStatus, RecordGroupStatus, ZonalAutoshiftStatus, ZonalShiftStatus,
+};
+use healthroute_compiler::{AutoshiftEvent, ObjectKey};
 use healthroute_table::{RoutingTable, Value};
 
 /// The statuses of the current leadership term (empty while not leading).
@@ -45,6 +50,9 @@ pub struct Ledger {
     evaluations: HashMap<ObjectKey, MetricStatus>,
     /// Metric checks whose status has a newer evaluation to show.
     evaluated: BTreeSet<ObjectKey>,
+    /// What each ZonalAutoshift's engine reported this term and no status carried yet: the
+    /// Events of its next status.
+    autoshift_events: HashMap<ObjectKey, Vec<Notice>>,
 }
 
 impl Ledger {
@@ -58,6 +66,7 @@ impl Ledger {
             sent: HashMap::new(),
             evaluations: HashMap::new(),
             evaluated: BTreeSet::new(),
+            autoshift_events: HashMap::new(),
         }
     }
 
@@ -69,6 +78,7 @@ impl Ledger {
         self.full = false;
         self.sent.clear();
         self.queue.clear();
+        self.autoshift_events.clear();
         if !leading {
             self.evaluations.clear();
             self.evaluated.clear();
@@ -118,9 +128,18 @@ impl Ledger {
         self.evaluated.insert(check);
     }
 
+    /// What the ZonalAutoshift engines reported at a compile of this term (AS11): Events on
+    /// their objects, sent with their next status (the next seeded compile's).
+    pub fn take_autoshift_events(&mut self, events: &[AutoshiftEvent]) {
+        for event in events {
+            let (key, notice) = events::autoshift_notice(event);
+            self.autoshift_events.entry(key).or_default().push(notice);
+        }
+    }
+
     /// The statuses a compile of this term (seeded) changed: its groups once published, its
-    /// checks (all of them at a term's start, and those with a newer evaluation), and every
-    /// shift.
+    /// checks (all of them at a term's start, and those with a newer evaluation), every
+    /// shift and every ZonalAutoshift.
     pub fn compiled(
         &mut self,
         index: &Index,
@@ -147,6 +166,11 @@ impl Ledger {
         for key in index.shifts.keys() {
             self.shift(index, key, now);
         }
+        for key in index.autoshifts.keys() {
+            self.autoshift(index, key, now);
+        }
+        // Those of an object gone meanwhile have nothing to be recorded on.
+        self.autoshift_events.clear();
         self.metrics.set_backlog(self.queue.backlog());
     }
 
@@ -208,6 +232,19 @@ impl Ledger {
         }
     }
 
+    /// A ZonalAutoshift's status is written after every compile that changed it: it is the
+    /// engine's memory across leaders, not only a report.
+    fn autoshift(&mut self, index: &Index, key: &ObjectKey, now: Timestamp) {
+        let Some(a) = index.autoshifts.get(key) else {
+            return;
+        };
+        let old = self.last(key, a.status.as_ref());
+        let events = self.autoshift_events.remove(key).unwrap_or_default();
+        if let Some(status) = autoshift_status(index, key, old, now) {
+            self.push(key, status, a.status.as_ref(), events, a.object_ref(&()));
+        }
+    }
+
     /// The status last sent for an object this term, else the one it shows (`watched`).
     fn last<S: OwnStatus>(&self, key: &ObjectKey, watched: Option<&S>) -> Option<S> {
         match self.sent.get(&(S::KIND, key.clone())) {
@@ -217,7 +254,8 @@ impl Ledger {
     }
 
     /// Hands `status` to the writer unless it says what was last sent, or what the object
-    /// already shows (a new leader rewrites nothing that is right).
+    /// already shows (a new leader rewrites nothing that is right), and has no Events to go
+    /// with it.
     fn push<S: OwnStatus>(
         &mut self,
         key: &ObjectKey,
@@ -227,10 +265,13 @@ impl Ledger {
         reference: ObjectReference,
     ) {
         let skey = (S::KIND, key.clone());
+        let quiet = events.is_empty();
         match self.sent.get(&skey) {
-            Some(sent) if S::of(sent).is_some_and(|sent| status.shown_by(sent)) => return,
+            Some(sent) if quiet && S::of(sent).is_some_and(|sent| status.shown_by(sent)) => {
+                return;
+            }
             Some(_) => {}
-            None if watched.is_some_and(|w| status.shown_by(w)) => {
+            None if quiet && watched.is_some_and(|w| status.shown_by(w)) => {
                 self.sent.insert(skey, status.into_status());
                 return;
             }
@@ -279,6 +320,12 @@ impl Ledger {
             let old = self.last(key, s.status.as_ref());
             if let Some((status, _)) = shift_status(index, key, old, now) {
                 repaired += self.repair(key, status, s.status.as_ref(), s.object_ref(&()));
+            }
+        }
+        for (key, a) in &index.autoshifts {
+            let old = self.last(key, a.status.as_ref());
+            if let Some(status) = autoshift_status(index, key, old, now) {
+                repaired += self.repair(key, status, a.status.as_ref(), a.object_ref(&()));
             }
         }
         if repaired > 0 {
@@ -374,6 +421,26 @@ fn shift_status(
     Some((status, events))
 }
 
+/// A ZonalAutoshift's status: its engine's, with its conditions. `None` before a compile
+/// has stepped its engine.
+fn autoshift_status(
+    index: &Index,
+    key: &ObjectKey,
+    old: Option<ZonalAutoshiftStatus>,
+    now: Timestamp,
+) -> Option<ZonalAutoshiftStatus> {
+    let a = index.autoshifts.get(key)?;
+    let status = index.compiler.autoshift_status(key)?;
+    Some(build::zonal_autoshift(
+        status,
+        &a.spec,
+        index.compiler.autoshift_error(key),
+        old.as_ref(),
+        a.metadata.generation,
+        now,
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use healthroute_api::RecordGroup;
@@ -420,15 +487,95 @@ mod tests {
             Input::Service(Event::<Service>::InitDone),
             Input::Lease(Event::Init),
             Input::Lease(Event::InitDone),
+            Input::Autoshift(Event::Init),
+            Input::Autoshift(Event::InitDone),
+            Input::Node(Event::Init),
+            Input::Node(Event::InitDone),
         ] {
             index.apply(input);
         }
         index
     }
 
+    fn fleet(status: Option<ZonalAutoshiftStatus>) -> healthroute_api::ZonalAutoshift {
+        let mut a: healthroute_api::ZonalAutoshift = serde_json::from_value(json!({
+            "apiVersion": "healthroute.io/v1alpha1", "kind": "ZonalAutoshift",
+            "metadata": {"name": "fleet", "namespace": "shop", "generation": 1,
+                         "creationTimestamp": "2027-01-15T08:00:00Z"},
+            "spec": {"target": {"recordGroup": "api"}, "autoshift": "Enabled",
+                     "practiceRun": {"outcomeAlarms": [{"name": "outcome"}]}}
+        }))
+        .expect("valid");
+        a.status = status;
+        a
+    }
+
     fn compile(ledger: &mut Ledger, index: &mut Index, now: Timestamp) {
         let report = index.compiler.compile(now);
         ledger.compiled(index, report.changed_groups, report.changed_checks, now);
+    }
+
+    // SEM-AS11: a ZonalAutoshift's status is written at the first compile of a term (it is the
+    // engine's memory), an engine's report goes out as Events with the next status even when
+    // the status itself says nothing new, and the re-check writes back what another writer
+    // changed.
+    #[test]
+    fn a_zonal_autoshift_status_carries_the_engines_events_and_is_repaired() {
+        use healthroute_api::{NotStartedReason, ZonalAutoshift};
+        use healthroute_compiler::AutoshiftEvent;
+        let mut index = listed();
+        index.apply(Input::Autoshift(Event::Apply(fleet(None))));
+        let queue = StatusQueue::default();
+        let metrics = Arc::new(StatusMetrics::default());
+        let mut ledger = Ledger::new(queue.clone(), metrics.clone());
+        ledger.new_term(true);
+        ledger.hold_read_back(ReadBack::default());
+        ledger.take_read_back(&mut index);
+        compile(&mut ledger, &mut index, t(0));
+        let written = queue.take_ready(Instant::now()).expect("fleet's status");
+        queue.finish(written.clone(), &WriteOutcome::Written, Instant::now());
+        let Status::ZonalAutoshift(shown) = written.status.clone() else {
+            panic!("a ZonalAutoshift's status: {written:?}");
+        };
+        let shown = *shown;
+        assert_eq!(
+            shown.autoshift,
+            Some(healthroute_api::AutoshiftState::Inactive)
+        );
+        assert!(shown.conditions.iter().any(|c| c.type_ == "Autoshift"));
+        assert_eq!(written.reference.kind.as_deref(), Some("ZonalAutoshift"));
+        index.apply(Input::Autoshift(Event::Apply(fleet(Some(shown.clone())))));
+        compile(&mut ledger, &mut index, t(10));
+        assert_eq!(queue.backlog(), 0, "nothing new");
+
+        // An engine's report with nothing new in the status still goes out, as an Event.
+        ledger.take_autoshift_events(&[AutoshiftEvent::PracticeRunNotStarted {
+            config: ObjectKey::new("shop", "fleet"),
+            reason: NotStartedReason::BlockedDate,
+            message: "2027-01-15 is a blocked date".into(),
+            request: None,
+        }]);
+        compile(&mut ledger, &mut index, t(20));
+        let told = queue
+            .take_ready(Instant::now())
+            .expect("the Event's update");
+        queue.finish(told.clone(), &WriteOutcome::Written, Instant::now());
+        assert_eq!(
+            told.events.iter().map(|n| n.reason).collect::<Vec<_>>(),
+            ["PracticeRunNotStarted"]
+        );
+
+        // Another writer clears the last request answered: the re-check writes it back.
+        let mut overwritten: ZonalAutoshift = fleet(Some(shown.clone()));
+        if let Some(st) = overwritten.status.as_mut() {
+            st.conditions.clear();
+            st.next_practice_run = None;
+        }
+        index.apply(Input::Autoshift(Event::Apply(overwritten)));
+        assert_eq!(ledger.recheck(&index, t(30)), 1);
+        let again = queue.take_ready(Instant::now()).expect("written again");
+        assert!(again.events.is_empty());
+        assert!(again.status.shown_by(&written.status));
     }
 
     // SEM-P5: a status someone else overwrote stays wrong until the periodic re-check: that

@@ -16,6 +16,12 @@
 //!  with what it would write, and queues again what another writer changed
 //! ```
 //!
+//! A ZonalAutoshift's status is what its engine decided, and more than a report: it is the
+//! engine's memory (the autoshift in force, the running practice run, the outcomes, the last
+//! request answered), from which the next leader's engine starts (AS11). Its Events are what
+//! the engine reported at the compile (`CompileReport::autoshift_events`), not a difference of
+//! statuses, and go out with the status of that compile.
+//!
 //! Checkers own their own `HealthCheck.status.checkers[]` entries under their own field
 //! managers; the operator never writes them, and leaves them out of every comparison.
 //!
@@ -37,9 +43,9 @@ mod ledger;
 mod published;
 mod writer;
 
-pub use build::{Publication, health_check, record_group, zonal_shift};
+pub use build::{Publication, health_check, record_group, zonal_autoshift, zonal_shift};
 pub use conditions::{Desired, condition_reasons, merge_conditions, types};
-pub use events::{Notice, Related, event_reasons, group_events, shift_events};
+pub use events::{Notice, Related, autoshift_notice, event_reasons, group_events, shift_events};
 pub use kind::{OwnStatus, Status, StatusKey, StatusKind};
 pub use ledger::Ledger;
 pub use writer::{StatusQueue, StatusUpdate, WriterConfig, run as run_writer};

@@ -337,11 +337,16 @@ async fn write(
 }
 
 /// The `related` reference of an Event: a record of the group (the group, with the record's
-/// field path) or a RecordGroup of the object's namespace.
+/// field path), a RecordGroup of the object's namespace, or a zone of a ZonalAutoshift (the
+/// object, with the zone's field path).
 fn related(regarding: &ObjectReference, what: &Related) -> ObjectReference {
     match what {
         Related::Record(id) => ObjectReference {
             field_path: Some(format!("spec.records{{{id}}}")),
+            ..regarding.clone()
+        },
+        Related::Zone(zone) => ObjectReference {
+            field_path: Some(format!("status.zones{{{zone}}}")),
             ..regarding.clone()
         },
         Related::Group(name) => ObjectReference {

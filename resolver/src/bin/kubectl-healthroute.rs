@@ -14,7 +14,7 @@ use healthroute_resolver::plugin::{self, Output, Scope, ShiftTarget};
 #[command(
     name = "kubectl-healthroute",
     version,
-    about = "healthroute in a cluster: status, explain, zonal shifts, checks"
+    about = "healthroute in a cluster: status, explain, zonal shifts, practice runs, checks"
 )]
 struct Cli {
     /// The namespace (default: the kubeconfig context's).
@@ -61,6 +61,11 @@ enum Command {
         #[command(subcommand)]
         command: ShiftCommand,
     },
+    /// A ZonalAutoshift's practice runs on demand (its annotation).
+    Practice {
+        #[command(subcommand)]
+        command: PracticeCommand,
+    },
     /// Every HealthCheck: each checker's view and the quorum.
     Checks,
 }
@@ -99,6 +104,32 @@ enum ShiftCommand {
     List,
 }
 
+#[derive(Subcommand)]
+enum PracticeCommand {
+    /// Ask ZonalAutoshift NAME for a practice run now; the windows, dates, alarms and
+    /// capacity check still hold, the cadence does not.
+    Start {
+        name: String,
+        /// The zone to shift away from (default: the next zone in rotation).
+        #[arg(long)]
+        zone: Option<String>,
+        /// The request's id (default: the time): each distinct request is acted on once.
+        #[arg(long)]
+        id: Option<String>,
+        /// Seconds to wait for the operator's answer.
+        #[arg(long, default_value_t = 10)]
+        wait: u64,
+    },
+    /// End ZonalAutoshift NAME's running practice run now (outcome Interrupted).
+    Cancel {
+        name: String,
+        #[arg(long)]
+        id: Option<String>,
+        #[arg(long, default_value_t = 10)]
+        wait: u64,
+    },
+}
+
 async fn run(cli: Cli) -> Result<String, Error> {
     let client = kube::Client::try_default().await.map_err(Error::NoClient)?;
     let namespace = cli
@@ -133,6 +164,28 @@ async fn run(cli: Cli) -> Result<String, Error> {
             .await
         }
         Command::Checks => plugin::checks(&client, &scope, cli.output).await,
+        Command::Practice { command } => match command {
+            PracticeCommand::Start {
+                name,
+                zone,
+                id,
+                wait,
+            } => {
+                plugin::practice_start(
+                    &client,
+                    &namespace,
+                    &name,
+                    zone,
+                    id,
+                    Duration::from_secs(wait),
+                )
+                .await
+            }
+            PracticeCommand::Cancel { name, id, wait } => {
+                plugin::practice_cancel(&client, &namespace, &name, id, Duration::from_secs(wait))
+                    .await
+            }
+        },
         Command::Shift { command } => match command {
             ShiftCommand::Start {
                 zone,

@@ -11,11 +11,8 @@
 //!
 //! A ZonalAutoshift's engine starts from the status its object shows (the engine's memory
 //! across leaders, AS11); [`Index::resume_autoshifts`] starts every engine again from there,
-//! which is what a new leadership term does first. An engine that starts from a status
-//! holding a shift needs its groups compiled once more after the compile that created it
-//! ([`Index::reapply_resumed_shifts`]): the compiler creates it after the groups compiled and
-//! does not mark them, so without this its shift would apply only when something else
-//! recompiles them.
+//! which is what a new leadership term does first. The compile that creates an engine holding
+//! a shift also compiles its groups with it.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -73,8 +70,6 @@ pub struct Index {
     nodes: BTreeMap<String, NodeInput>,
     /// Whether the last Node event changed what detection reads.
     node_changed: bool,
-    /// ZonalAutoshifts whose engine starts from a status that holds a shift.
-    resumed: BTreeSet<ObjectKey>,
     slices: BTreeMap<ObjectKey, EndpointSlice>,
     /// The slices of each Service, so that one slice's change reads only its Service's.
     slices_of: HashMap<ObjectKey, BTreeSet<ObjectKey>>,
@@ -91,12 +86,6 @@ fn key_of<K: ResourceExt>(o: &K) -> ObjectKey {
 }
 
 /// Whether a ZonalAutoshift's status holds a shift its engine starts with.
-fn holds_shift(a: &ZonalAutoshift) -> bool {
-    a.status
-        .as_ref()
-        .is_some_and(|s| s.active_zone.is_some() || s.practice_run.is_some())
-}
-
 impl Index {
     pub fn new(zones: ServedZones, default_ttl: u32) -> Self {
         Index {
@@ -107,7 +96,6 @@ impl Index {
             autoshifts: BTreeMap::new(),
             nodes: BTreeMap::new(),
             node_changed: false,
-            resumed: BTreeSet::new(),
             slices: BTreeMap::new(),
             slices_of: HashMap::new(),
             cluster_ips: BTreeMap::new(),
@@ -262,9 +250,6 @@ impl Index {
     fn upsert_autoshift(&mut self, a: ZonalAutoshift) {
         let key = key_of(&a);
         // With its status: the engine starts from it the first time it is seen (AS11).
-        if !self.autoshifts.contains_key(&key) && holds_shift(&a) {
-            self.resumed.insert(key.clone());
-        }
         self.compiler
             .upsert_autoshift(key.clone(), AutoshiftInput::from_object(&a));
         self.autoshifts.insert(key, a);
@@ -272,7 +257,6 @@ impl Index {
     fn delete_autoshift(&mut self, key: &ObjectKey) {
         self.compiler.delete_autoshift(key);
         self.autoshifts.remove(key);
-        self.resumed.remove(key);
     }
 
     /// Starts every ZonalAutoshift's engine again from the status its object shows, as the
@@ -284,33 +268,7 @@ impl Index {
             self.compiler.delete_autoshift(key);
             self.compiler
                 .upsert_autoshift(key.clone(), AutoshiftInput::from_object(a));
-            if holds_shift(a) {
-                self.resumed.insert(key.clone());
-            }
         }
-    }
-
-    /// After a compile: the engines that started from a status holding a shift have their
-    /// targets compiled again at the next compile, so that the shift applies (the compiler
-    /// creates an engine after its groups compiled, and leaves them as they were). Returns
-    /// whether there were any, i.e. whether a second compile is due now.
-    pub fn reapply_resumed_shifts(&mut self) -> bool {
-        let resumed = std::mem::take(&mut self.resumed);
-        for key in &resumed {
-            let Some(a) = self.autoshifts.get(key) else {
-                continue;
-            };
-            // Two inputs that differ each mark the targets; the engine, once made, keeps its
-            // own state whatever the input's status says.
-            let input = AutoshiftInput::from_object(a);
-            let touched = AutoshiftInput {
-                status: None,
-                ..input.clone()
-            };
-            self.compiler.upsert_autoshift(key.clone(), touched);
-            self.compiler.upsert_autoshift(key.clone(), input);
-        }
-        !resumed.is_empty()
     }
 
     fn upsert_node(&mut self, n: WatchedNode) {

@@ -4,59 +4,15 @@
 //! backends stop and start, the files change, and the answers, the metrics and the log say
 //! what the engine decided; the simulator is asked about examples/autoshift.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::io::Read;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::{RData, RecordType};
 
 use crate::dns::{UDP, query};
-use crate::support::{Resolver, eventually, simulate, temp_dir};
-
-/// A local HTTP health endpoint that can be switched off (port closed) and on again.
-struct Backend {
-    addr: SocketAddr,
-    up: Arc<AtomicBool>,
-}
-
-impl Backend {
-    fn start() -> Backend {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let up = Arc::new(AtomicBool::new(true));
-        Self::serve(listener, up.clone());
-        Backend { addr, up }
-    }
-    fn serve(listener: TcpListener, up: Arc<AtomicBool>) {
-        std::thread::spawn(move || {
-            listener.set_nonblocking(true).expect("nonblocking");
-            while up.load(Ordering::SeqCst) {
-                match listener.accept() {
-                    Ok((mut s, _)) => {
-                        let _ = s.set_nonblocking(false);
-                        let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
-                        let mut buf = [0u8; 1024];
-                        let _ = s.read(&mut buf);
-                        let _ = s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok");
-                    }
-                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
-                }
-            }
-        });
-    }
-    fn stop(&self) {
-        self.up.store(false, Ordering::SeqCst);
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    fn restart(&self) {
-        let listener = TcpListener::bind(self.addr).expect("rebind the same port");
-        self.up.store(true, Ordering::SeqCst);
-        Self::serve(listener, self.up.clone());
-    }
-}
+use crate::support::{Backend, Resolver, eventually, simulate, temp_dir};
 
 const CHECKED: [&str; 3] = ["api", "web", "search"];
 

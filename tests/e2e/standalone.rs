@@ -1,17 +1,15 @@
 //! Standalone mode end to end: the real binary on a temporary directory, edited while it
 //! runs, stopped and restarted; health checks against real local servers.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::io::Read;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::{RData, RecordType};
 
 use crate::dns::{UDP, query};
-use crate::support::{Resolver, eventually, temp_dir};
+use crate::support::{Backend, Resolver, eventually, temp_dir};
 
 fn group(name: &str, ip: &str) -> String {
     format!(
@@ -228,49 +226,6 @@ fn a_port_in_use_is_an_error() {
             answer(r.dns, "api.example.com.").as_deref(),
             Some("192.0.2.1")
         );
-    }
-}
-
-/// A local HTTP health endpoint that can be switched off (port closed) and on again.
-struct Backend {
-    addr: SocketAddr,
-    up: Arc<AtomicBool>,
-}
-
-impl Backend {
-    fn start() -> Backend {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let up = Arc::new(AtomicBool::new(true));
-        Self::serve(listener, up.clone());
-        Backend { addr, up }
-    }
-    fn serve(listener: TcpListener, up: Arc<AtomicBool>) {
-        std::thread::spawn(move || {
-            listener.set_nonblocking(true).expect("nonblocking");
-            while up.load(Ordering::SeqCst) {
-                match listener.accept() {
-                    Ok((mut s, _)) => {
-                        let _ = s.set_nonblocking(false);
-                        let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
-                        let mut buf = [0u8; 1024];
-                        let _ = s.read(&mut buf);
-                        let _ = s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok");
-                    }
-                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
-                }
-            }
-            // Dropping the listener closes the port: probes get "connect refused".
-        });
-    }
-    fn stop(&self) {
-        self.up.store(false, Ordering::SeqCst);
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    fn restart(&self) {
-        let listener = TcpListener::bind(self.addr).expect("rebind the same port");
-        self.up.store(true, Ordering::SeqCst);
-        Self::serve(listener, self.up.clone());
     }
 }
 

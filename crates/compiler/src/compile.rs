@@ -290,11 +290,18 @@ impl Compiler {
                 other_autoshift,
                 assumed_impaired: self.assumed_impaired.as_deref(),
             };
+            // An engine created now may start from a status that holds a shift (a new leader,
+            // the simulator): its groups have not seen that shift yet.
+            let created = !self.engines.contains_key(&key);
             let engine = self
                 .engines
                 .entry(key.clone())
                 .or_insert_with(|| Engine::new(input, now));
-            let before = engine.shifts(&key);
+            let before = if created {
+                Vec::new()
+            } else {
+                engine.shifts(&key)
+            };
             let events = engine.step(&key, input, &obs, now);
             let after = engine.shifts(&key);
             report.autoshift_events.extend(events);

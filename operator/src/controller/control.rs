@@ -21,7 +21,7 @@ use crate::readiness::Readiness;
 use crate::status::Ledger;
 use healthroute_api::{CheckType, PracticeRunOutcome};
 use healthroute_checker::{Checker, CheckerEvent};
-use healthroute_compiler::{AutoshiftEvent, CompileReport};
+use healthroute_compiler::AutoshiftEvent;
 
 /// The control loop's state: the index, the evaluator, the leadership term, and its
 /// channels to the publisher and (through the ledger) to the status writer.
@@ -222,11 +222,7 @@ impl Control {
         self.readiness.set_synced();
         let started = std::time::Instant::now();
         let now = Timestamp::now();
-        let mut report = self.index.compiler.compile(now);
-        if self.index.reapply_resumed_shifts() {
-            let again = self.index.compiler.compile(now);
-            report = merged(report, again);
-        }
+        let report = self.index.compiler.compile(now);
         let m = &self.metrics;
         m.compiled(
             started.elapsed(),
@@ -305,24 +301,4 @@ impl Control {
         }
         self.statuses.recheck(&self.index, Timestamp::now());
     }
-}
-
-/// What two compiles in a row did, as one.
-fn merged(mut first: CompileReport, second: CompileReport) -> CompileReport {
-    first.recompiled += second.recompiled;
-    first.table_changes += second.table_changes;
-    first.generation = second.generation;
-    first.evaluated_checks += second.evaluated_checks;
-    for key in second.changed_groups {
-        if !first.changed_groups.contains(&key) {
-            first.changed_groups.push(key);
-        }
-    }
-    for key in second.changed_checks {
-        if !first.changed_checks.contains(&key) {
-            first.changed_checks.push(key);
-        }
-    }
-    first.autoshift_events.extend(second.autoshift_events);
-    first
 }

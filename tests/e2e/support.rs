@@ -74,36 +74,56 @@ pub struct Resolver {
 
 impl Resolver {
     /// Starts `healthroute-resolver --manifests DIR` with `extra` flags and waits until it is
-    /// ready (a table is loaded).
+    /// ready (a table is loaded). Ports come from [`free_port`], which another test may take
+    /// between its probe and the resolver's bind: a resolver that exits because its port is
+    /// taken is started again on fresh ports (at most three times).
     pub fn start(dir: &std::path::Path, extra: &[&str]) -> Resolver {
-        let dns: std::net::SocketAddr = ([127, 0, 0, 1], free_port()).into();
-        let admin: std::net::SocketAddr = ([127, 0, 0, 1], free_port()).into();
-        let child = resolver()
-            .arg("--manifests")
-            .arg(dir)
-            .args([
-                "--listen",
-                &dns.to_string(),
-                "--admin-listen",
-                &admin.to_string(),
-                "--udp-sockets",
-                "2",
-            ])
-            .args(extra)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("starts the resolver");
-        let r = Resolver { child, dns, admin };
-        r.wait_ready();
-        r
+        let mut last = String::new();
+        for _ in 0..3 {
+            let dns: std::net::SocketAddr = ([127, 0, 0, 1], free_port()).into();
+            let admin: std::net::SocketAddr = ([127, 0, 0, 1], free_port()).into();
+            let child = resolver()
+                .arg("--manifests")
+                .arg(dir)
+                .args([
+                    "--listen",
+                    &dns.to_string(),
+                    "--admin-listen",
+                    &admin.to_string(),
+                    "--udp-sockets",
+                    "2",
+                ])
+                .args(extra)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("starts the resolver");
+            let mut r = Resolver { child, dns, admin };
+            match r.wait_ready() {
+                Ok(()) => return r,
+                Err(log) if log.contains("cannot listen") || log.contains("another server") => {
+                    last = log;
+                }
+                Err(log) => panic!("resolver on {dns} exited before it was ready:\n{log}"),
+            }
+        }
+        panic!("resolver: no free ports in three tries:\n{last}");
     }
 
-    pub fn wait_ready(&self) {
+    /// Waits until /readyz answers 200. A resolver that exits first gives its log; one that
+    /// is still not ready after 20 s fails the test.
+    pub fn wait_ready(&mut self) -> Result<(), String> {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
         while std::time::Instant::now() < deadline {
             if http_get(self.admin, "/readyz").is_some_and(|(code, _)| code == 200) {
-                return;
+                return Ok(());
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                let mut log = format!("exit status {status}\n");
+                if let Some(mut e) = self.child.stderr.take() {
+                    let _ = std::io::Read::read_to_string(&mut e, &mut log);
+                }
+                return Err(log);
             }
             std::thread::sleep(std::time::Duration::from_millis(50));
         }

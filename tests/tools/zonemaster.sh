@@ -27,7 +27,7 @@ ALLOWED=(
   "NO_RESPONSE_PTR_QUERY"
 )
 
-RESOLVER=${RESOLVER:-target/debug/healthroute-resolver}
+RESOLVER=${RESOLVER:-${CARGO_TARGET_DIR:-target}/debug/healthroute-resolver}
 ZONE=test.example
 NS1=127.0.0.11
 NS2=127.0.0.12

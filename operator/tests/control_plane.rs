@@ -1000,7 +1000,7 @@ fn outcome_alarm() -> HealthCheck {
     serde_json::from_value(json!({
         "apiVersion": "healthroute.io/v1alpha1", "kind": "HealthCheck",
         "metadata": {"name": "outcome", "namespace": "shop", "generation": 1},
-        "spec": {"type": "TCP", "target": {"address": "192.0.2.99", "port": 80}},
+        "spec": {"type": "TCP", "target": {"address": "127.0.0.1", "port": 9}},
         "status": {"healthy": true}
     }))
     .expect("valid")

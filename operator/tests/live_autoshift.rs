@@ -349,10 +349,14 @@ async fn live_zonal_autoshift_and_a_practice_run() {
                      "records": [{"setIdentifier": "pods", "service": {"name": format!("svc-{group}")}}]}
         }))).await.expect("RecordGroup");
     }
+    // The practice runs' outcome alarm: a TCP check of a loopback port this test holds open,
+    // so that it stays healthy (not in ALARM) even if a checker from another test probes it.
+    let outcome_port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let outcome_addr = outcome_port.local_addr().expect("addr");
     Api::<HealthCheck>::namespaced(client.clone(), &ns)
         .patch("outcome", &apply(), &Patch::Apply(json!({
             "apiVersion": "healthroute.io/v1alpha1", "kind": "HealthCheck", "metadata": {"name": "outcome"},
-            "spec": {"type": "TCP", "target": {"address": "198.51.100.250", "port": 80}}
+            "spec": {"type": "TCP", "target": {"address": "127.0.0.1", "port": outcome_addr.port()}}
         }))).await.expect("HealthCheck");
     let zas: Api<ZonalAutoshift> = Api::namespaced(client.clone(), &ns);
     zas.patch("frontend", &apply(), &Patch::Apply(json!({

@@ -82,7 +82,7 @@ pub fn peers_and_exchange(
     }
     let peers = Peers::from_config(&configs).map_err(Error::Peers)?;
     let listen = flag_listen.or(file.exchange.as_ref().map(|e| e.listen));
-    let exchange = match (listen, Peers::server_keys(&configs).map_err(Error::Peers)?) {
+    let exchange = match (listen, peers.server_keys().map_err(Error::Peers)?) {
         (Some(listen), Some(keys)) => Some(crate::exchange::ExchangeConfig { listen, keys }),
         (Some(_), None) => return Err(Error::ExchangeWithoutPeers),
         (None, _) => None,

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use healthroute_admin::metrics::AtomicHistogram;
 use healthroute_exchange::{
-    ExchangeError, KeyConfig, KeyRing, MAX_MESSAGE_SIZE, PeerAnswer, PeerValue, Query,
+    ExchangeError, KeyConfig, KeyRing, MAX_MESSAGE_SIZE, PeerAnswer, PeerValue, Query, TsigKey,
 };
 use serde::Deserialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -109,41 +109,35 @@ impl Peers {
         self.peers.keys().map(String::as_str)
     }
 
-    /// The keys this cluster accepts on its exchange listener: every peer's (X7). `None`
-    /// without peers. Two peers that give one key name two secrets are an error.
-    pub fn server_keys(configs: &[PeerConfig]) -> Result<Option<KeyRing>, Error> {
-        let mut seen: BTreeMap<String, &KeyConfig> = BTreeMap::new();
-        let mut all = Vec::new();
-        for c in configs {
-            for k in &c.keys {
-                let name = k.name.trim_end_matches('.').to_ascii_lowercase();
-                match seen.get(&name) {
-                    Some(other) if *other != k => {
+    /// The keys this cluster accepts on its exchange listener: every peer's (X7), as
+    /// [`Peers::from_config`] already read them. `None` without peers. Two peers that give
+    /// one key name two secrets are an error.
+    pub fn server_keys(&self) -> Result<Option<KeyRing>, Error> {
+        let mut all: Vec<TsigKey> = Vec::new();
+        for peer in self.peers.values() {
+            for key in peer.keys.keys() {
+                match all.iter().find(|k| k.name() == key.name()) {
+                    Some(known) if known != key => {
                         return Err(Error::PeerConfig {
-                            peer: c.name.clone(),
+                            peer: peer.name.clone(),
                             why: format!(
                                 "key {} is configured twice with different secrets",
-                                k.name
+                                key.name()
                             ),
                         });
                     }
                     Some(_) => {}
-                    None => {
-                        seen.insert(name, k);
-                        all.push(k.clone());
-                    }
+                    None => all.push(key.clone()),
                 }
             }
         }
         if all.is_empty() {
             return Ok(None);
         }
-        KeyRing::from_config(&all)
-            .map(Some)
-            .map_err(|e| Error::PeerConfig {
-                peer: "(exchange listener)".into(),
-                why: e.to_string(),
-            })
+        KeyRing::new(all).map(Some).map_err(|e| Error::PeerConfig {
+            peer: "(exchange listener)".into(),
+            why: e.to_string(),
+        })
     }
 }
 
@@ -482,8 +476,9 @@ mod tests {
             &good.addresses,
             vec![key("k.", "b3RoZXItc2VjcmV0LTEyMzQ1Njc4OTA=")],
         );
-        assert!(Peers::server_keys(&[good.clone(), other]).is_err());
-        assert!(Peers::server_keys(&[]).expect("none").is_none());
+        let both = Peers::from_config(&[good.clone(), other]).expect("two peers");
+        assert!(both.server_keys().is_err());
+        assert!(Peers::default().server_keys().expect("none").is_none());
     }
 
     /// A listener on loopback that answers every exchange query with `values`.

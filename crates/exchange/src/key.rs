@@ -162,6 +162,18 @@ impl TsigKey {
     }
 }
 
+/// Two keys are the same key when name, algorithm and secret agree (however they were
+/// configured: inline or from a file).
+impl PartialEq for TsigKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.name() == other.name()
+            && self.algorithm() == other.algorithm()
+            && self.signer.key() == other.signer.key()
+    }
+}
+
+impl Eq for TsigKey {}
+
 impl fmt::Debug for TsigKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TsigKey")

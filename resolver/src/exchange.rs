@@ -15,7 +15,6 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -46,16 +45,13 @@ pub struct ExchangeConfig {
 /// `healthroute_exchange_queries_total{result}`.
 #[derive(Debug, Default)]
 pub struct ExchangeMetrics {
+    /// Queries by result; a lock is fine at exchange rates (one query per peer check,
+    /// checker and interval).
     by_result: Mutex<BTreeMap<&'static str, u64>>,
-    answered: AtomicU64,
 }
 
 impl ExchangeMetrics {
     fn count(&self, result: &'static str) {
-        if result == "answered" {
-            self.answered.fetch_add(1, Ordering::Relaxed);
-            return;
-        }
         *self
             .by_result
             .lock()
@@ -71,16 +67,15 @@ pub struct ExchangeCollector(pub Arc<ExchangeMetrics>);
 
 impl Collector for ExchangeCollector {
     fn encode(&self, encoder: DescriptorEncoder) -> std::fmt::Result {
-        let m = &*self.0;
-        let mut samples: Vec<(&'static str, u64)> =
-            vec![("answered", m.answered.load(Ordering::Relaxed))];
-        samples.extend(
-            m.by_result
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .iter()
-                .map(|(k, v)| (*k, *v)),
-        );
+        let mut by_result = self
+            .0
+            .by_result
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        // Exported from the start, so that a rate over it exists before the first query.
+        by_result.entry("answered").or_default();
+        let samples: Vec<(&'static str, u64)> = by_result.into_iter().collect();
         Exposition::new(encoder).counters(
             "healthroute_exchange_queries_total",
             "Exchange queries from peer clusters, by result: answered, or why refused (unsigned, bad_key, bad_signature, bad_time, malformed, not_exchange).",

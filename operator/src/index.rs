@@ -64,7 +64,10 @@ pub struct Index {
     pub compiler: Compiler,
     pub groups: BTreeMap<ObjectKey, RecordGroup>,
     pub checks: BTreeMap<ObjectKey, HealthCheck>,
+    /// The customers' ZonalShifts: the compiler's inputs.
     pub shifts: BTreeMap<ObjectKey, ZonalShift>,
+    /// The ZonalShifts that mirror the engines' shifts (AS13): records, never inputs.
+    pub engine_shifts: BTreeMap<ObjectKey, ZonalShift>,
     pub autoshifts: BTreeMap<ObjectKey, ZonalAutoshift>,
     /// Nodes by name, as detection reads them (the compiler holds the same).
     nodes: BTreeMap<String, NodeInput>,
@@ -93,6 +96,7 @@ impl Index {
             groups: BTreeMap::new(),
             checks: BTreeMap::new(),
             shifts: BTreeMap::new(),
+            engine_shifts: BTreeMap::new(),
             autoshifts: BTreeMap::new(),
             nodes: BTreeMap::new(),
             node_changed: false,
@@ -175,7 +179,10 @@ impl Index {
         match kind {
             Kind::Group => self.groups.keys().cloned().collect(),
             Kind::Check => self.checks.keys().cloned().collect(),
-            Kind::Shift => self.shifts.keys().cloned().collect(),
+            Kind::Shift => (self.shifts.keys())
+                .chain(self.engine_shifts.keys())
+                .cloned()
+                .collect(),
             Kind::Autoshift => self.autoshifts.keys().cloned().collect(),
             Kind::Node => self.nodes.keys().map(|n| ObjectKey::new("", n)).collect(),
             Kind::Slice => self.slices.keys().cloned().collect(),
@@ -232,6 +239,15 @@ impl Index {
 
     fn upsert_shift(&mut self, s: ZonalShift) {
         let key = key_of(&s);
+        if healthroute_api::is_engine_shift(&s) {
+            // A mirror of an engine's shift (AS13): shown, never compiled.
+            if self.shifts.remove(&key).is_some() {
+                self.compiler.delete_shift(&key);
+            }
+            self.engine_shifts.insert(key, s);
+            return;
+        }
+        self.engine_shifts.remove(&key);
         self.compiler.upsert_shift(
             key.clone(),
             ShiftInput {
@@ -245,6 +261,7 @@ impl Index {
     fn delete_shift(&mut self, key: &ObjectKey) {
         self.compiler.delete_shift(key);
         self.shifts.remove(key);
+        self.engine_shifts.remove(key);
     }
 
     fn upsert_autoshift(&mut self, a: ZonalAutoshift) {
@@ -437,5 +454,35 @@ mod tests {
         );
         index.apply(Input::Check(Event::Apply(check("HTTP"))));
         assert_eq!(index.compiler.check_view(&key, METRIC_EVALUATOR), None);
+    }
+
+    // SEM-AS13: the leader's mirror of an engine's shift is kept apart and never compiled; a
+    // relist that no longer has it forgets it.
+    #[test]
+    fn engine_shift_mirrors_are_records_not_inputs() {
+        let mut index = Index::new(ServedZones::new(["example.com"]).expect("zone"), 60);
+        let mirror: ZonalShift = serde_json::from_value(json!({
+            "apiVersion": "healthroute.io/v1alpha1", "kind": "ZonalShift",
+            "metadata": {"name": "app-autoshift", "namespace": "shop",
+                "labels": {healthroute_api::ENGINE_SHIFT_LABEL: "app"},
+                "ownerReferences": [{"apiVersion": "healthroute.io/v1alpha1",
+                    "kind": "ZonalAutoshift", "name": "app", "uid": "u-1", "controller": true}]},
+            "spec": {"awayFrom": "zone-a", "target": {"recordGroup": "api"}, "expiresIn": "72h"},
+        }))
+        .expect("mirror");
+        let key = ObjectKey::new("shop", "app-autoshift");
+        index.apply(Input::Shift(Event::Apply(mirror)));
+        assert!(index.shifts.is_empty());
+        assert!(index.engine_shifts.contains_key(&key));
+        assert!(
+            index
+                .compiler
+                .shift_status(&key, jiff::Timestamp::now())
+                .is_none(),
+            "not compiled"
+        );
+        index.apply(Input::Shift(Event::Init));
+        index.apply(Input::Shift(Event::InitDone));
+        assert!(index.engine_shifts.is_empty());
     }
 }

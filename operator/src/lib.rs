@@ -13,6 +13,7 @@
 
 pub mod controller;
 pub mod credentials;
+pub mod engine_shifts;
 pub mod error;
 pub mod index;
 pub mod leader;
@@ -23,6 +24,7 @@ pub mod publish;
 pub mod rbac;
 pub mod readiness;
 pub mod status;
+pub mod writes;
 
 /// The field manager of everything the operator writes with server-side apply: the table's
 /// ConfigMaps and every status.

@@ -34,10 +34,12 @@ pub const OPERATOR: &[Access] = &[
         verbs: &["get", "list", "watch", "create", "patch", "delete"],
         cluster: true,
     },
+    // The ZonalShifts that show the engines' shifts (AS13): applied, then deleted when the
+    // shift ends.
     Access {
         api_group: "healthroute.io",
         resource: "zonalshifts",
-        verbs: READ,
+        verbs: &["get", "list", "watch", "create", "patch", "delete"],
         cluster: true,
     },
     Access {

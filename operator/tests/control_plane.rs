@@ -947,7 +947,7 @@ async fn peer_check_writes_that_hang_never_hold_back_the_table() {
         s.is_manifest_write()
     })
     .await;
-    assert_eq!(running.metrics.peers.writes.load(Ordering::Relaxed), 0);
+    assert_eq!(running.metrics.peers.writer.writes.load(Ordering::Relaxed), 0);
     running.stop().await;
 }
 

@@ -208,6 +208,18 @@ async fn event_reasons(client: &Client, ns: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// A ZonalShift's status, as `kubectl get zs NAME -o json` shows it (`Null` when absent).
+async fn zonal_shift(client: &Client, ns: &str, name: &str) -> Json {
+    match Api::<ZonalShift>::namespaced(client.clone(), ns)
+        .get_opt(name)
+        .await
+        .expect("get ZonalShift")
+    {
+        Some(s) => serde_json::to_value(&s).expect("json"),
+        None => Json::Null,
+    }
+}
+
 async fn setup(client: &Client) -> World {
     let pid = std::process::id();
     let world = World {
@@ -314,7 +326,8 @@ async fn teardown(client: &Client, world: &World) {
 // an autoshift away from zone-a (status, Event, metric); ready again, traffic returns only
 // after the hold time. zone-b's Nodes NotReady (their pods still ready) shift zone-b away in
 // the published table, and back after the hold time. A practice run asked for through the
-// annotation shifts zone-c away for its duration and ends Succeeded.
+// annotation shifts zone-c away for its duration and ends Succeeded. SEM-AS13: each shift is
+// a ZonalShift of its type while it lasts.
 #[tokio::test]
 #[ignore = "needs a live API server (HEALTHROUTE_TEST_KUBECONFIG), run with --include-ignored"]
 async fn live_zonal_autoshift_and_a_practice_run() {
@@ -413,6 +426,18 @@ async fn live_zonal_autoshift_and_a_practice_run() {
             .any(|l| l == line)
     };
     assert!(gauge(&zone_a), "the gauge names {zone_a}");
+    // AS13: `kubectl get zs` shows the autoshift as a ZonalShift of its type.
+    wait_until("the autoshift as a ZonalShift", WITHIN, || async {
+        let zs = zonal_shift(&client, &ns, "frontend-autoshift").await;
+        zs["status"]["type"] == "Autoshift" && zs["status"]["appliedGroups"] == "3/3"
+    })
+    .await;
+    let zs = zonal_shift(&client, &ns, "frontend-autoshift").await;
+    assert_eq!(zs["spec"]["awayFrom"], zone_a.as_str(), "{zs:#}");
+    assert_eq!(
+        zs["metadata"]["ownerReferences"][0]["kind"],
+        "ZonalAutoshift"
+    );
     println!("zone-a pods unready -> autoshift in status: {shifted:?}");
 
     for g in 0..GROUPS.len() {
@@ -441,6 +466,12 @@ async fn live_zonal_autoshift_and_a_practice_run() {
     let st = autoshift_status(&client, &ns).await;
     assert!(st["activeZone"].is_null(), "{st:#}");
     assert_eq!(condition(&st, "Autoshift")["status"], "False");
+    wait_until("the autoshift's ZonalShift gone", WITHIN, || async {
+        zonal_shift(&client, &ns, "frontend-autoshift")
+            .await
+            .is_null()
+    })
+    .await;
     println!("zone-a pods ready -> back in the table after {back:?} (hold {HOLD:?})");
 
     // Phase 2, Nodes (AS3 c): zone-b's Nodes NotReady, their pods still ready.
@@ -496,6 +527,10 @@ async fn live_zonal_autoshift_and_a_practice_run() {
     assert_eq!(st["practiceRun"]["zone"], world.zones[2].as_str(), "{st:#}");
     assert_eq!(st["lastRequest"], "start:live-1");
     assert_eq!(st["shifts"][0]["status"]["type"], "PracticeRun");
+    wait_until("the practice run as a ZonalShift", WITHIN, || async {
+        zonal_shift(&client, &ns, "frontend-practice-run").await["status"]["type"] == "PracticeRun"
+    })
+    .await;
     wait_until("zone-c back after the run", WITHIN, || async {
         zones_answered(&client, &world).await == all
     })
@@ -506,6 +541,12 @@ async fn live_zonal_autoshift_and_a_practice_run() {
     })
     .await;
     assert!(ran >= RUN, "the run lasted {ran:?}, less than {RUN:?}");
+    wait_until("the practice run's ZonalShift gone", WITHIN, || async {
+        zonal_shift(&client, &ns, "frontend-practice-run")
+            .await
+            .is_null()
+    })
+    .await;
     wait_until("the practice run's Events", WITHIN, || async {
         let reasons = event_reasons(&client, &ns).await;
         [

@@ -129,6 +129,14 @@ pub enum Error {
         "zonalshift {namespace}/{name} has ended; start a new one (`kubectl healthroute shift start`)"
     )]
     ShiftEnded { namespace: String, name: String },
+    #[error(
+        "zonalshift {namespace}/{name} shows a shift ZonalAutoshift {config} holds (AS13): it ends with the engine, not by an edit; a practice run: `kubectl healthroute practice cancel -n {namespace} {config}`; an autoshift: when the zone recovers, or with autoshift Disabled"
+    )]
+    EngineShift {
+        namespace: String,
+        name: String,
+        config: String,
+    },
     #[error("shift start needs --group or --selector")]
     NoShiftTarget,
     #[error("--selector {0}: write key=value[,key=value]")]

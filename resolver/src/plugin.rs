@@ -27,8 +27,9 @@ use healthroute_api::{
     SERVED_GENERATION_ANNOTATION,
 };
 use healthroute_api::{
-    HealthCheck, NotAppliedReason, RecordGroup, ShiftState, ShiftType, ZonalAutoshift,
-    ZonalAutoshiftStatus, ZonalShift, ZonalShiftStatus, parse_expires_in,
+    ENGINE_SHIFT_LABEL, HealthCheck, NotAppliedReason, RecordGroup, ShiftState, ShiftType,
+    ZonalAutoshift, ZonalAutoshiftStatus, ZonalShift, ZonalShiftStatus, is_engine_shift,
+    parse_expires_in,
 };
 use healthroute_compiler::manifests::{Manifests, cluster_ips, endpoints_from_slices, node_input};
 use healthroute_compiler::{CheckerView, ObjectKey};
@@ -367,7 +368,10 @@ async fn cluster_manifests(client: &Client, namespace: &str) -> Result<Manifests
         .list::<ZonalShift>(client, &ListParams::default(), "cannot list ZonalShifts")
         .await?
     {
-        m.shifts.insert(key(s.name_any()), s);
+        // A mirror of an engine's shift is not an input: the engine's status holds it (AS13).
+        if !is_engine_shift(&s) {
+            m.shifts.insert(key(s.name_any()), s);
+        }
     }
     // With their status: the simulator's engines start from what the operator decided (the
     // autoshift in force, the running practice run, the requests answered), as a new leader's
@@ -625,6 +629,7 @@ pub async fn shift_extend(
         .get(name)
         .await
         .map_err(err("cannot read the ZonalShift"))?;
+    refuse_engine_shift(&shift, namespace, name)?;
     if shift.spec.cancel
         || shift
             .status
@@ -651,6 +656,11 @@ pub async fn shift_extend(
 /// `shift cancel NAME`: ends the shift; the object stays as a record (Z4).
 pub async fn shift_cancel(client: &Client, namespace: &str, name: &str) -> Result<String, Error> {
     let api = Api::<ZonalShift>::namespaced(client.clone(), namespace);
+    let shift = api
+        .get(name)
+        .await
+        .map_err(err("cannot read the ZonalShift"))?;
+    refuse_engine_shift(&shift, namespace, name)?;
     api.patch(
         name,
         &PatchParams::default(),
@@ -661,6 +671,23 @@ pub async fn shift_cancel(client: &Client, namespace: &str, name: &str) -> Resul
     Ok(format!(
         "zonalshift {namespace}/{name} cancelled: traffic returns to its zone within a second\n"
     ))
+}
+
+/// An edit of an engine shift's mirror would be undone by the operator: it says what ends it.
+fn refuse_engine_shift(shift: &ZonalShift, namespace: &str, name: &str) -> Result<(), Error> {
+    if !is_engine_shift(shift) {
+        return Ok(());
+    }
+    let config = shift
+        .labels()
+        .get(ENGINE_SHIFT_LABEL)
+        .cloned()
+        .unwrap_or_default();
+    Err(Error::EngineShift {
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        config,
+    })
 }
 
 /// One shift as `shift list` shows it: a ZonalShift object, or a shift a ZonalAutoshift holds.
@@ -687,8 +714,10 @@ pub async fn shift_list(client: &Client, scope: &Scope, output: Output) -> Resul
     let list = scope
         .list::<ZonalShift>(client, &ListParams::default(), "cannot list ZonalShifts")
         .await?;
+    // Mirrors of the engines' shifts are listed once, from the ZonalAutoshifts below (AS13).
     let mut shifts: Vec<ListedShift> = list
         .iter()
+        .filter(|s| !is_engine_shift(s))
         .map(|s| {
             let status = s.status.clone().unwrap_or_default();
             ListedShift {

@@ -144,6 +144,33 @@ pub enum NotAppliedReason {
     NoHealthyCapacityElsewhere,
 }
 
+/// The label on a ZonalShift that mirrors a shift a ZonalAutoshift holds (an autoshift or a
+/// practice run, SEMANTICS AS13); its value is the configuration's name.
+pub const ENGINE_SHIFT_LABEL: &str = "healthroute.io/engine-shift";
+
+/// Whether `shift` is the operator's mirror of a ZonalAutoshift's shift (AS13): it carries
+/// [`ENGINE_SHIFT_LABEL`] and a controller reference to a ZonalAutoshift. A mirror is a record
+/// to read, never an input: the shift it shows is the engine's, so compiling it as a customer
+/// shift would apply it twice. The label alone is not enough, so that a user's object with
+/// the label copied is still the customer shift it looks like.
+pub fn is_engine_shift(shift: &ZonalShift) -> bool {
+    let meta = &shift.metadata;
+    meta.labels
+        .as_ref()
+        .is_some_and(|l| l.contains_key(ENGINE_SHIFT_LABEL))
+        && meta.owner_references.iter().flatten().any(|o| {
+            o.kind == "ZonalAutoshift"
+                && o.api_version == format!("{}/{}", crate::GROUP, crate::VERSION)
+                && o.controller == Some(true)
+        })
+}
+
+/// The name of the ZonalShift that mirrors an engine shift: the engine names its shifts
+/// `<config>:autoshift` and `<config>:practice-run`, and a ':' is not allowed in an object name.
+pub fn engine_shift_object_name(engine_name: &str) -> String {
+    engine_name.replace(':', "-")
+}
+
 /// Parses `expiresIn` ("90s", "30m", "2h", "1h30m") into seconds.
 pub fn parse_expires_in(raw: &str) -> Result<u64, Error> {
     let total = parse_duration(raw)?;

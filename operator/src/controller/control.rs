@@ -13,6 +13,7 @@ use jiff::Timestamp;
 use tokio::sync::watch;
 
 use super::Config;
+use crate::engine_shifts::EngineShifts;
 use crate::index::{Index, Input};
 use crate::metrics::{AutoshiftMetrics, ControlMetrics, OperatorMetrics};
 use crate::peers::PeerChecks;
@@ -38,6 +39,8 @@ pub(super) struct Control {
     statuses: Ledger,
     /// The Peer checks the groups need (X4), planned after compiles while leading.
     peers: PeerChecks,
+    /// The ZonalShifts that mirror the engines' shifts (AS13), planned after compiles too.
+    engine_shifts: EngineShifts,
     metrics: Arc<ControlMetrics>,
     autoshift: Arc<AutoshiftMetrics>,
     readiness: Arc<Readiness>,
@@ -49,7 +52,7 @@ impl Control {
         evaluator: Option<Checker>,
         requests: watch::Sender<PublishRequest>,
         statuses: Ledger,
-        peers: PeerChecks,
+        (peers, engine_shifts): (PeerChecks, EngineShifts),
         metrics: &OperatorMetrics,
         readiness: Arc<Readiness>,
     ) -> Self {
@@ -61,6 +64,7 @@ impl Control {
             requests,
             statuses,
             peers,
+            engine_shifts,
             metrics: metrics.control.clone(),
             autoshift: metrics.autoshift.clone(),
             readiness,
@@ -169,6 +173,7 @@ impl Control {
         self.readiness.set_publish_error(None);
         self.statuses.new_term(is_leader);
         self.peers.new_term(is_leader);
+        self.engine_shifts.new_term(is_leader);
         if is_leader {
             self.terms += 1;
             self.term = self.terms;
@@ -243,6 +248,7 @@ impl Control {
             .take_autoshift_events(&report.autoshift_events);
         // Off the table's path: the plan goes to its own writer (P7).
         self.peers.after_compile(&self.index);
+        self.engine_shifts.after_compile(&self.index);
         if !self.statuses.seeded() {
             return;
         }

@@ -48,12 +48,14 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, MissedTickBehavior};
 use tracing::Instrument;
 
+use crate::engine_shifts::EngineShifts;
 pub use crate::index::{Index, Input};
 pub use crate::metrics::OperatorMetrics;
-use crate::peers::{self, PeerChecks};
+use crate::peers::PeerChecks;
 use crate::publish::{PublishRequest, Publisher};
 pub use crate::readiness::Readiness;
 use crate::status::{self, Ledger, StatusQueue, WriterConfig};
+use crate::writes;
 use healthroute_api::METRIC_EVALUATOR;
 use healthroute_checker::{Checker, CheckerEvent, TargetPolicy};
 
@@ -173,14 +175,26 @@ pub async fn run_with(
     // X4: the Peer checks the groups need, written by their own leader-gated task.
     let (plans_tx, plans) = watch::channel(Vec::new());
     let peer_writer_task = tokio::spawn(
-        peers::run_writer(
+        writes::run(
             client.clone(),
             plans,
             writer_leader_tx.subscribe(),
-            metrics.peers.clone(),
+            metrics.peers.writer.clone(),
             shutdown.clone(),
         )
         .instrument(tracing::info_span!("peer_check_writer")),
+    );
+    // AS13: the engines' shifts as ZonalShifts, by their own leader-gated task.
+    let (shift_plans_tx, shift_plans) = watch::channel(Vec::new());
+    let engine_shift_writer_task = tokio::spawn(
+        writes::run(
+            client.clone(),
+            shift_plans,
+            writer_leader_tx.subscribe(),
+            metrics.autoshift.engine_shift_writes.clone(),
+            shutdown.clone(),
+        )
+        .instrument(tracing::info_span!("engine_shift_writer")),
     );
 
     let mut control = Control::new(
@@ -188,7 +202,10 @@ pub async fn run_with(
         Some(evaluator),
         requests_tx,
         Ledger::new(queue, metrics.status.clone()),
-        PeerChecks::new(plans_tx, metrics.peers.clone()),
+        (
+            PeerChecks::new(plans_tx, metrics.peers.clone()),
+            EngineShifts::new(shift_plans_tx),
+        ),
         &metrics,
         readiness,
     );
@@ -271,4 +288,5 @@ pub async fn run_with(
     let _ = publisher_task.await;
     let _ = writer_task.await;
     let _ = peer_writer_task.await;
+    let _ = engine_shift_writer_task.await;
 }

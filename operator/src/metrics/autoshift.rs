@@ -7,15 +7,20 @@
 //! counts nothing: what the engines decide is the leader's.
 
 use std::collections::BTreeMap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use healthroute_admin::metrics::{Collector, DescriptorEncoder, Exposition};
 use healthroute_api::PracticeRunOutcome;
 use healthroute_compiler::AutoshiftEvent;
 
+use crate::writes::WriteCounters;
+
 #[derive(Debug, Default)]
 pub struct AutoshiftMetrics {
     counts: Mutex<Counts>,
+    /// The writes of the ZonalShifts that mirror the engines' shifts (AS13; the operator's
+    /// alone: standalone mode writes no object).
+    pub engine_shift_writes: Arc<WriteCounters>,
 }
 
 #[derive(Debug, Default)]
@@ -102,6 +107,22 @@ impl Collector for AutoshiftMetrics {
                 .not_started
                 .iter()
                 .map(|(reason, n)| ([("reason", *reason)], *n)),
+        )?;
+        let w = &self.engine_shift_writes;
+        out.counter(
+            "healthroute_operator_engine_shift_writes_total",
+            "Writes of the ZonalShifts that show the autoshift engines' shifts (applied, status, deleted).",
+            WriteCounters::get(&w.writes),
+        )?;
+        out.counter(
+            "healthroute_operator_engine_shift_write_errors_total",
+            "Engine-shift writes that failed (retried with backoff unless the server refused the body).",
+            WriteCounters::get(&w.write_errors),
+        )?;
+        out.gauge(
+            "healthroute_operator_engine_shift_writes_pending",
+            "Engine-shift writes waiting to be sent.",
+            WriteCounters::get(&w.pending) as i64,
         )
     }
 }

@@ -1,28 +1,19 @@
 //! The Peer checks' numbers (SEMANTICS X4): how many the groups need, and the writes that
 //! create, update and delete them.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use healthroute_admin::metrics::{Collector, DescriptorEncoder, Exposition};
+
+use crate::writes::WriteCounters;
 
 #[derive(Debug, Default)]
 pub struct PeerMetrics {
     /// Peer checks the RecordGroups need (as of the leader's last plan).
     pub checks: AtomicU64,
-    pub writes: AtomicU64,
-    pub write_errors: AtomicU64,
-    /// Writes of the newest plan not yet done (waiting, or waiting out a backoff).
-    pub pending: AtomicU64,
-}
-
-impl PeerMetrics {
-    pub fn add(counter: &AtomicU64, n: u64) {
-        counter.fetch_add(n, Ordering::Relaxed);
-    }
-
-    pub fn set_pending(&self, n: usize) {
-        self.pending.store(n as u64, Ordering::Relaxed);
-    }
+    /// The writes that create, update and delete them.
+    pub writer: Arc<WriteCounters>,
 }
 
 impl Collector for PeerMetrics {
@@ -32,12 +23,12 @@ impl Collector for PeerMetrics {
         out.counter(
             "healthroute_operator_peer_check_writes_total",
             "Peer checks applied or deleted.",
-            g(&self.writes),
+            g(&self.writer.writes),
         )?;
         out.counter(
             "healthroute_operator_peer_check_write_errors_total",
             "Peer-check writes that failed (retried with backoff unless the server refused the body).",
-            g(&self.write_errors),
+            g(&self.writer.write_errors),
         )?;
         out.gauge(
             "healthroute_operator_peer_checks",
@@ -47,7 +38,7 @@ impl Collector for PeerMetrics {
         out.gauge(
             "healthroute_operator_peer_check_writes_pending",
             "Peer-check writes waiting to be sent.",
-            g(&self.pending) as i64,
+            g(&self.writer.pending) as i64,
         )
     }
 }

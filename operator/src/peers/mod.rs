@@ -16,7 +16,7 @@
 //!
 //! ```text
 //!   plan.rs     desired checks and the writes that reach them, pure
-//!   writer.rs   the leader-only task that sends them, with backoff
+//!   writer.rs   how one write is sent (the leader-only task is crate::writes)
 //! ```
 
 mod plan;
@@ -26,7 +26,6 @@ pub use plan::{
     DesiredCheck, Owner, PEER_CHECK_LABEL, PEER_FIELD_MANAGER, PeerWrite, desired, is_operators,
     plan,
 };
-pub use writer::{WRITE_TIMEOUT, run as run_writer};
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -83,10 +83,19 @@ impl StatusQueue {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Queues `update`, replacing any older update of the same object not yet sent.
-    pub fn push(&self, update: StatusUpdate) {
+    /// Queues `update`, replacing any older update of the same object not yet sent: its
+    /// status, not its Events, which go out with the newer one (a transition's Event is not
+    /// lost because the status moved on before it was written).
+    pub fn push(&self, mut update: StatusUpdate) {
         let key = update.status_key();
         let mut s = self.lock();
+        if let Some(older) = s.pending.get_mut(&key)
+            && !older.events.is_empty()
+        {
+            let mut events = std::mem::take(&mut older.events);
+            events.append(&mut update.events);
+            update.events = events;
+        }
         let fresh = s.pending.insert(key.clone(), update).is_none();
         if fresh && !s.in_flight.contains(&key) && !s.delayed_until.contains_key(&key) {
             s.ready.push_back(key);
@@ -172,7 +181,17 @@ impl StatusQueue {
                         Backoff::new(Duration::from_millis(200), Duration::from_secs(30))
                     })
                     .next_delay();
-                s.pending.entry(key.clone()).or_insert(update);
+                // A newer status replaces this one; its Events still go out, first.
+                match s.pending.get_mut(&key) {
+                    Some(newer) => {
+                        let mut events = update.events;
+                        events.append(&mut newer.events);
+                        newer.events = events;
+                    }
+                    None => {
+                        s.pending.insert(key.clone(), update);
+                    }
+                }
                 let at = now + delay;
                 s.seq += 1;
                 let seq = s.seq;
@@ -416,5 +435,39 @@ mod tests {
         assert_eq!(q.backlog(), 1);
         q.clear();
         assert!(q.take_ready(later).is_none());
+    }
+
+    // SEM-P7 SEM-AS11: a newer status of an object replaces the one not yet sent, but not its
+    // Events: a transition's Event (AutoshiftStarted) goes out with the newer status, and with
+    // the status that replaces a failed write.
+    #[test]
+    fn a_replaced_status_keeps_its_events() {
+        let notice = |reason: &'static str| Notice {
+            warning: false,
+            reason,
+            action: "Test",
+            note: String::new(),
+            related: None,
+        };
+        let with = |n: u64, reasons: &[&'static str]| StatusUpdate {
+            events: reasons.iter().map(|r| notice(r)).collect(),
+            ..update("a", n)
+        };
+        let reasons = |u: &StatusUpdate| u.events.iter().map(|e| e.reason).collect::<Vec<_>>();
+        let q = StatusQueue::default();
+        let now = Instant::now();
+        q.push(with(1, &["AutoshiftStarted"]));
+        q.push(with(2, &[]));
+        let sent = q.take_ready(now).expect("a");
+        assert_eq!(n(sent.clone()), Some(2));
+        assert_eq!(reasons(&sent), ["AutoshiftStarted"]);
+        // The write fails while a newer status waits: both Events go with the newer one.
+        q.push(with(3, &["AutoshiftEnded"]));
+        q.finish(sent, &WriteOutcome::Retry, now);
+        let again = q
+            .take_ready(now + Duration::from_secs(1))
+            .expect("after the backoff");
+        assert_eq!(n(again.clone()), Some(3));
+        assert_eq!(reasons(&again), ["AutoshiftStarted", "AutoshiftEnded"]);
     }
 }

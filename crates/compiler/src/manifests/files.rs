@@ -131,7 +131,11 @@ impl Loader {
                 }
             }
             ("healthroute.io/v1alpha1", "ZonalShift") => {
-                if let Some((k, obj)) = self.typed::<ZonalShift>(doc, &value) {
+                // A mirror of an engine's shift (copied from a cluster with `kubectl get zs
+                // -o yaml`) is a record, not a shift to apply: its ZonalAutoshift holds it (AS13).
+                if let Some((k, obj)) = self.typed::<ZonalShift>(doc, &value)
+                    && !healthroute_api::is_engine_shift(&obj)
+                {
                     insert_unique(&mut self.out.shifts, k, obj, doc, &mut self.errors);
                 }
             }

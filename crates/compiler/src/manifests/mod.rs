@@ -484,4 +484,33 @@ status:
             "{errs}"
         );
     }
+
+    // SEM-AS13: a ZonalShift that mirrors an engine's shift (as `kubectl get zs -o yaml`
+    // copies it from a cluster) is a record: not loaded as a shift to apply. The label alone,
+    // without a ZonalAutoshift as controller, is a customer's shift like any other.
+    #[test]
+    fn an_engine_shift_mirror_is_not_an_input() {
+        let text = r#"
+apiVersion: healthroute.io/v1alpha1
+kind: ZonalShift
+metadata:
+  name: app-autoshift
+  namespace: shop
+  labels: {healthroute.io/engine-shift: app}
+  ownerReferences:
+    - {apiVersion: healthroute.io/v1alpha1, kind: ZonalAutoshift, name: app, uid: u-1, controller: true}
+spec: {awayFrom: zone-a, target: {recordGroup: api}, expiresIn: 72h}
+---
+apiVersion: healthroute.io/v1alpha1
+kind: ZonalShift
+metadata:
+  name: copied-label
+  namespace: shop
+  labels: {healthroute.io/engine-shift: app}
+spec: {awayFrom: zone-b, target: {recordGroup: api}, expiresIn: 1h}
+"#;
+        let m = load(text).expect("loads");
+        let names: Vec<&str> = m.shifts.keys().map(|k| k.name.as_ref()).collect();
+        assert_eq!(names, ["copied-label"]);
+    }
 }

@@ -109,8 +109,9 @@ pub const OPERATOR: &[Access] = &[
     Access {
         api_group: "",
         resource: "configmaps",
-        // delete: shards a smaller table no longer uses.
-        verbs: &["get", "list", "create", "patch", "delete"],
+        // delete: shards a smaller table no longer uses; deletecollection: the deltas of
+        // older manifests (P11).
+        verbs: &["get", "list", "create", "patch", "delete", "deletecollection"],
         cluster: false,
     },
     Access {

@@ -23,7 +23,8 @@ use healthroute_api::SERVED_GENERATION_ANNOTATION;
 use healthroute_api::{HealthCheck, RecordGroup, RecordGroupStatus};
 use healthroute_compiler::ServedZones;
 use healthroute_operator::controller::{self, Config, Input, OperatorMetrics, Readiness};
-use healthroute_table::published::{self, DATA_KEY, Manifest};
+use healthroute_operator::publish::FOLD_AFTER_DELTAS;
+use healthroute_table::published::{self, DATA_KEY};
 use healthroute_table::{RoutingTable, Value};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Service;
@@ -223,27 +224,19 @@ fn put_published(api: &FakeApi, table: &RoutingTable<Value>, shards: u32) {
     }));
 }
 
-/// The table the stand-in holds, assembled as a resolver would.
+/// The table the stand-in holds, assembled as a resolver would (manifest, shards, deltas).
 fn served_table(api: &FakeApi) -> RoutingTable<Value> {
-    let manifest_cm = api.configmap("healthroute-table").expect("a manifest");
-    let manifest: Manifest =
-        serde_json::from_str(manifest_cm["data"][DATA_KEY].as_str().expect("data"))
-            .expect("manifest");
+    assert!(api.configmap("healthroute-table").is_some(), "a manifest");
     let mut a = published::Assembler::default();
-    for i in 0..manifest.shards {
-        let cm = api
-            .configmap(&format!("healthroute-table-{i}"))
-            .expect("every shard the manifest names");
-        a.set_shard(cm["data"][DATA_KEY].as_str().expect("data").as_bytes())
-            .expect("shard");
+    for name in api.configmap_names() {
+        let cm = api.configmap(&name).expect("listed");
+        let role = cm["metadata"]["labels"]["healthroute.io/table"].as_str();
+        a.set(
+            role,
+            cm["data"][DATA_KEY].as_str().expect("data").as_bytes(),
+        )
+        .expect("readable");
     }
-    a.set_manifest(
-        manifest_cm["data"][DATA_KEY]
-            .as_str()
-            .expect("data")
-            .as_bytes(),
-    )
-    .expect("manifest");
     a.assemble().expect("newer").expect("complete")
 }
 
@@ -268,6 +261,89 @@ fn condition<'a>(status: &'a Json, kind: &str) -> &'a Json {
         .as_array()
         .and_then(|cs| cs.iter().find(|c| c["type"] == kind))
         .unwrap_or(&Json::Null)
+}
+
+// SEM-P11: after the term's full table, each change is one delta holding the group that
+// changed; past FOLD_AFTER_DELTAS the deltas are folded into the shards and a new manifest,
+// between changes, and the deltas of the old manifest are deleted. What a resolver assembles
+// from the objects on the server is the newest table at every step.
+#[tokio::test]
+async fn changes_are_deltas_folded_into_a_new_manifest() {
+    let (api, client) = FakeApi::start(Settings::default());
+    let n = 40;
+    let running = start(
+        client,
+        true,
+        (0..n).map(service_group).collect(),
+        (0..n).map(|i| slice(i, true)).collect(),
+        vec![],
+    );
+    api.wait_for("the first manifest", 0, IN_TIME, |s| s.is_manifest_write())
+        .await;
+    let changes = FOLD_AFTER_DELTAS + 3;
+    for c in 0..changes {
+        let before = api.log().len();
+        let i = c % n;
+        let ready = (c / n) % 2 == 1;
+        running.send(Input::Slice(Event::Apply(slice(i, ready))));
+        let commit = api
+            .wait_for("the change's table", before, IN_TIME, |s| {
+                s.is_table_commit()
+            })
+            .await;
+        if c == 0 {
+            assert!(commit.is_delta_write(), "{}", commit.path);
+            let data = commit.body["data"][DATA_KEY].as_str().expect("data");
+            let delta: published::Delta = serde_json::from_str(data).expect("delta");
+            let keys: Vec<String> = delta.groups.keys().map(|k| k.to_string()).collect();
+            assert_eq!(keys, [format!("shop/g{i}")], "the group that changed, only");
+        }
+        let g = format!(
+            "{:?}",
+            served_table(&api).groups[format!("shop/g{i}").as_str()].selection
+        );
+        assert_eq!(g.contains(&format!("10.0.{i}.2")), ready, "change {c}: {g}");
+    }
+    // The fold: a second manifest, and only the deltas written on it remain.
+    let fold = api
+        .wait_for("the fold's manifest", 0, IN_TIME, |s| {
+            s.is_manifest_write() && s.manifest_generation() > Some(1)
+        })
+        .await;
+    let folded_at = fold.manifest_generation().expect("generation");
+    assert!(folded_at > FOLD_AFTER_DELTAS as u64, "{folded_at}");
+    let deadline = std::time::Instant::now() + IN_TIME;
+    loop {
+        let stale: Vec<String> = api
+            .configmap_names()
+            .into_iter()
+            .filter(|name| {
+                let cm = api.configmap(name).expect("listed");
+                cm["metadata"]["labels"]["healthroute.io/table"] == "delta"
+                    && cm["metadata"]["labels"]["healthroute.io/table-base"]
+                        != folded_at.to_string().as_str()
+            })
+            .collect();
+        if stale.is_empty() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "old deltas left: {stale:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let last = changes - 1;
+    let g = format!(
+        "{:?}",
+        served_table(&api).groups[format!("shop/g{}", last % n).as_str()].selection
+    );
+    assert_eq!(
+        g.contains(&format!("10.0.{}.2", last % n)),
+        (last / n) % 2 == 1,
+        "{g}"
+    );
+    running.stop().await;
 }
 
 // SEM-P7 SEM-P1: with every status write hanging, and then failing, an EndpointSlice change
@@ -298,7 +374,7 @@ async fn status_writes_that_hang_or_fail_never_hold_back_the_table() {
     running.send(Input::Slice(Event::Apply(slice(7, false))));
     let second = api
         .wait_for("the table after a readiness change", before, IN_TIME, |s| {
-            s.is_manifest_write()
+            s.is_table_commit()
         })
         .await;
     assert_eq!(second.manifest_generation(), Some(2));
@@ -321,7 +397,7 @@ async fn status_writes_that_hang_or_fail_never_hold_back_the_table() {
     running.send(Input::Slice(Event::Apply(slice(8, false))));
     let third = api
         .wait_for("the table while statuses fail", before, IN_TIME, |s| {
-            s.is_manifest_write()
+            s.is_table_commit()
         })
         .await;
     assert_eq!(third.manifest_generation(), Some(3));
@@ -906,7 +982,7 @@ async fn a_users_peer_check_is_used_as_it_is() {
     running.send(Input::Group(Event::Delete(peer_group("www"))));
     let before = api.log().len();
     api.wait_for("the table without www", before, IN_TIME, |s| {
-        s.is_manifest_write()
+        s.is_table_commit()
     })
     .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -944,10 +1020,13 @@ async fn peer_check_writes_that_hang_never_hold_back_the_table() {
     let before = api.log().len();
     running.send(Input::Slice(Event::Apply(slice(7, false))));
     api.wait_for("the table after a readiness change", before, IN_TIME, |s| {
-        s.is_manifest_write()
+        s.is_table_commit()
     })
     .await;
-    assert_eq!(running.metrics.peers.writer.writes.load(Ordering::Relaxed), 0);
+    assert_eq!(
+        running.metrics.peers.writer.writes.load(Ordering::Relaxed),
+        0
+    );
     running.stop().await;
 }
 

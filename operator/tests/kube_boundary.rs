@@ -155,27 +155,48 @@ async fn publisher_writes_shards_then_manifest_and_only_changes() {
     let report = publisher.publish(&table, || true).await.expect("publishes");
     assert_eq!((report.shards_written, report.manifest_written), (0, false));
 
-    // One group changes: one shard and the manifest.
+    // SEM-P11: one group changes: one delta, holding that group only, and nothing else.
     let changed = index_with(&[("a", "192.0.2.1"), ("b", "192.0.2.99"), ("c", "192.0.2.3")])
         .compiler
         .table();
     let server = tokio::spawn(async move {
-        for _ in 0..2 {
-            expect(
-                &mut handle,
-                "PATCH",
-                "/api/v1/namespaces/healthroute/configmaps/healthroute-table",
-                |b| b.clone(),
-            )
-            .await;
-        }
+        expect(
+            &mut handle,
+            "PATCH",
+            "/api/v1/namespaces/healthroute/configmaps/healthroute-table-delta-2",
+            |b| b.clone(),
+        )
+        .await
     });
     let report = publisher
         .publish(&changed, || true)
         .await
         .expect("publishes");
-    assert_eq!((report.shards_written, report.manifest_written), (1, true));
-    server.await.expect("server");
+    assert_eq!(
+        (
+            report.shards_written,
+            report.manifest_written,
+            report.delta_written
+        ),
+        (0, false, true)
+    );
+    assert_eq!(report.generation, 2);
+    let delta = server.await.expect("server");
+    assert_eq!(delta["metadata"]["labels"]["healthroute.io/table"], "delta");
+    assert_eq!(
+        delta["metadata"]["labels"]["healthroute.io/table-base"],
+        "1"
+    );
+    let data = delta["data"][DATA_KEY].as_str().expect("data");
+    let parsed: healthroute_table::published::Delta = serde_json::from_str(data).expect("delta");
+    let keys: Vec<&str> = parsed.groups.keys().map(|k| k.as_ref()).collect();
+    assert_eq!(keys, ["shop/b"], "only the group that changed");
+    assert_eq!(report.bytes_written, data.len());
+    // A resolver that assembled generation 1 serves the change from the delta alone.
+    assembler.set_delta(data.as_bytes()).expect("delta");
+    let assembled = assembler.assemble().expect("newer").expect("applied");
+    assert_eq!(assembled.groups, changed.groups);
+    assert_eq!(assembled.generation, 2);
 }
 
 // A new leader reads the content hashes already on the server and rewrites nothing that

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use healthroute_api::{HealthCheck, RecordGroup, ZonalAutoshift, ZonalShift};
 use healthroute_compiler::ServedZones;
 use healthroute_operator::controller::{self, Config, OperatorMetrics};
-use healthroute_table::published::{Assembler, DATA_KEY, MANIFEST, TABLE_LABEL};
+use healthroute_table::published::{Assembler, DATA_KEY, TABLE_LABEL};
 use healthroute_table::{RoutingTable, Value};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod, Service};
 use k8s_openapi::api::events::v1::Event;
@@ -81,11 +81,11 @@ async fn published(client: &Client, ns: &str) -> Option<RoutingTable<Value>> {
     let mut a = Assembler::default();
     for cm in list.items {
         let data = cm.data.as_ref()?.get(DATA_KEY)?.clone();
-        if cm.labels().get(TABLE_LABEL).map(String::as_str) == Some(MANIFEST) {
-            a.set_manifest(data.as_bytes()).ok()?;
-        } else {
-            a.set_shard(data.as_bytes()).ok()?;
-        }
+        a.set(
+            cm.labels().get(TABLE_LABEL).map(String::as_str),
+            data.as_bytes(),
+        )
+        .ok()?;
     }
     a.assemble().ok().flatten()
 }

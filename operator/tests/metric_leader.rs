@@ -159,7 +159,7 @@ async fn the_leader_evaluates_metric_checks_once_for_the_cluster() {
 
     // The table answers the standby while the alarm holds.
     api.wait_for("a table with the standby", 0, IN_TIME, |s| {
-        s.is_shard_write()
+        (s.is_shard_write() || s.is_delta_write())
             && s.body["data"][DATA_KEY]
                 .as_str()
                 .is_some_and(|d| d.contains("192.0.2.2") && !d.contains("192.0.2.1"))

@@ -3,6 +3,7 @@
 //!
 //! ```text
 //!   ConfigMaps (label healthroute.io/table) ──watch──▶ Assembler ──complete, newer set──▶ watch<table>
+//!     (manifest, shards, deltas: each event decodes only its own object, P11)
 //!   HealthChecks ──watch──▶ Checker::sync ──views──▶ SSA HealthCheck/status checkers[<me>]
 //!                                          └─heartbeat──▶ SSA Lease healthroute-checker-<me>
 //!                                               (with the generation this resolver serves)
@@ -22,7 +23,7 @@ use healthroute_api::{CHECKER_LABEL, SERVED_GENERATION_ANNOTATION};
 use healthroute_api::{GROUP, HealthCheck, VERSION};
 use healthroute_checker::{Checker, CheckerEvent};
 use healthroute_compiler::ObjectKey;
-use healthroute_table::published::{Assembler, DATA_KEY, MANIFEST, TABLE_LABEL};
+use healthroute_table::published::{Assembler, DATA_KEY, TABLE_LABEL};
 use healthroute_table::{RoutingTable, Value};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -61,23 +62,18 @@ pub async fn follow_table(
                 continue;
             };
             let role = cm.labels().get(TABLE_LABEL).map(String::as_str);
-            let result = if role == Some(MANIFEST) {
-                assembler.set_manifest(data.as_bytes())
-            } else {
-                assembler.set_shard(data.as_bytes())
-            };
-            if let Err(e) = result {
+            if let Err(e) = assembler.set(role, data.as_bytes()) {
                 tracing::error!(configmap = %cm.name_any(), error = %e, "unreadable table object; ignored");
             }
         }
-        match assembler.assemble() {
+        match assembler.assemble_shared() {
             Ok(Some(table)) => {
-                tracing::info!(
+                tracing::debug!(
                     generation = table.generation,
                     groups = table.groups.len(),
                     "assembled a published table"
                 );
-                tables.send_replace(Some(Arc::new(table)));
+                tables.send_replace(Some(table));
             }
             Ok(None) => {}
             Err(not_newer) => tracing::warn!("{not_newer}"),

@@ -227,7 +227,7 @@ impl ResponseHandler for Capture {
 }
 
 /// ConfigMap data as the API server could return it: the first byte of each part says
-/// manifest (odd) or shard (even), parts split on `0xFF`. Whatever assembles must build a
+/// manifest (1 mod 3), delta (2 mod 3) or shard (0 mod 3), parts split on `0xFF`. Whatever assembles must build a
 /// serving table and answer a query; nothing panics.
 pub fn published_table(data: &[u8]) {
     let mut assembler = Assembler::default();
@@ -235,10 +235,10 @@ pub fn published_table(data: &[u8]) {
         let Some((kind, json)) = part.split_first() else {
             continue;
         };
-        let _ = if kind % 2 == 1 {
-            assembler.set_manifest(json)
-        } else {
-            assembler.set_shard(json)
+        let _ = match kind % 3 {
+            1 => assembler.set_manifest(json),
+            2 => assembler.set_delta(json),
+            _ => assembler.set_shard(json),
         };
         if let Ok(Some(table)) = assembler.assemble() {
             let counters = AnswerCounters::default();

@@ -1,11 +1,15 @@
-//! The published form of a routing table: shards that fit in ConfigMaps, and a manifest that
-//! names a consistent set of them.
+//! The published form of a routing table: shards that fit in ConfigMaps, a manifest that
+//! names a consistent set of them, and deltas: the changes since that manifest, one object
+//! per change, so that a change costs what changed.
 //!
 //! ```text
 //!   RoutingTable ──split by hash(group key) % N──▶ shard 0..N  (JSON, one ConfigMap each)
 //!                └─────────────────────────────────▶ manifest  (generation + hash of every shard)
+//!   a change ──diff against what is served──▶ delta g: {base: the manifest's hash,
+//!                                               previous: g-1, groups changed, groups removed}
 //!   reader: keep the newest copy of every shard; when each hash the manifest names is present,
-//!           assemble the table. A half-written set is never assembled.
+//!           assemble the base; then apply the deltas on that base in order, each once. A
+//!           half-written set is never assembled, and a delta never lands on another base.
 //! ```
 //!
 //! Both sides live here so that the writer (operator) and the reader (resolver) can never
@@ -23,6 +27,10 @@ pub const TABLE_LABEL: &str = "healthroute.io/table";
 /// Value of [`TABLE_LABEL`] on the manifest; shards carry `shard`.
 pub const MANIFEST: &str = "manifest";
 pub const SHARD: &str = "shard";
+pub const DELTA: &str = "delta";
+/// On a delta: the generation of the manifest it applies to, so that the deltas of older
+/// bases go with one label-selected delete.
+pub const BASE_LABEL: &str = "healthroute.io/table-base";
 /// The data key holding the JSON in each ConfigMap.
 pub const DATA_KEY: &str = "table.json";
 /// A ConfigMap holds at most 1 MiB; no shard is written larger than this.
@@ -73,6 +81,67 @@ pub struct Manifest {
 pub struct Encoded {
     pub shards: Vec<(u32, String, Arc<[u8]>)>,
     pub manifest: Manifest,
+}
+
+/// The changes from one table generation to the next, on top of a manifest's table.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Delta {
+    /// The manifest it applies to: its generation and [`content_hash`] of its JSON.
+    pub base: u64,
+    pub base_hash: String,
+    /// The generation it follows: the manifest's, or the delta before it.
+    pub previous: u64,
+    pub generation: u64,
+    /// Groups added or changed, whole.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub groups: BTreeMap<GroupKey, Arc<CompiledGroup<Value>>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removed: Vec<GroupKey>,
+}
+
+/// Groups changed or added from `from` to `to`, and groups removed. Unchanged groups are told
+/// by `Arc` identity (the compiler keeps it for unchanged groups): one pass, no comparison of
+/// contents.
+pub fn diff(
+    from: &BTreeMap<GroupKey, Arc<CompiledGroup<Value>>>,
+    to: &BTreeMap<GroupKey, Arc<CompiledGroup<Value>>>,
+) -> (BTreeMap<GroupKey, Arc<CompiledGroup<Value>>>, Vec<GroupKey>) {
+    use std::cmp::Ordering::{Equal, Greater, Less};
+    let mut changed = BTreeMap::new();
+    let mut removed = Vec::new();
+    let (mut a, mut b) = (from.iter().peekable(), to.iter().peekable());
+    loop {
+        match (a.peek(), b.peek()) {
+            (None, None) => break,
+            (Some((ka, _)), None) => {
+                removed.push((*ka).clone());
+                a.next();
+            }
+            (None, Some((kb, gb))) => {
+                changed.insert((*kb).clone(), (*gb).clone());
+                b.next();
+            }
+            (Some((ka, ga)), Some((kb, gb))) => match ka.cmp(kb) {
+                Less => {
+                    removed.push((*ka).clone());
+                    a.next();
+                }
+                Greater => {
+                    changed.insert((*kb).clone(), (*gb).clone());
+                    b.next();
+                }
+                Equal => {
+                    if !Arc::ptr_eq(ga, gb) && ga != gb {
+                        changed.insert((*kb).clone(), (*gb).clone());
+                    }
+                    a.next();
+                    b.next();
+                }
+            },
+        }
+    }
+    (changed, removed)
 }
 
 /// Splits and encodes a table into exactly `shards` shards (an error if one does not fit).
@@ -224,15 +293,20 @@ impl Encoder {
     }
 }
 
-/// The reader's side: collects shards and manifests as they arrive, in any order, and
+/// The reader's side: collects shards, manifests and deltas as they arrive, in any order, and
 /// assembles a table only from a complete, consistent set.
 #[derive(Debug, Default)]
 pub struct Assembler {
-    manifest: Option<Manifest>,
+    /// The newest manifest, with the content hash of its JSON (its identity).
+    manifest: Option<(Manifest, String)>,
     /// Shards seen, by index, with their hash.
     shards: HashMap<u32, (String, Shard)>,
-    /// The manifest of the last table assembled.
-    assembled: Option<Manifest>,
+    /// Deltas not applied yet: on the manifest served, or on one still to come.
+    deltas: Vec<Delta>,
+    /// The hash of the manifest the table served is built on.
+    base: Option<String>,
+    /// The table served: the base with its deltas applied.
+    current: Option<Arc<RoutingTable<Value>>>,
 }
 
 impl Assembler {
@@ -241,7 +315,7 @@ impl Assembler {
             what: "manifest",
             reason: e.to_string(),
         })?;
-        self.manifest = Some(manifest);
+        self.manifest = Some((manifest, content_hash(json)));
         Ok(())
     }
 
@@ -254,45 +328,144 @@ impl Assembler {
         Ok(())
     }
 
-    /// The table named by the manifest, once every shard it names has arrived with the right
-    /// content. A manifest is assembled once (its identity is its generation and every shard
-    /// hash, so a new writer reusing a number is not mistaken for the table already served),
-    /// and the generation served only moves forward: a complete set whose generation is not
-    /// above the one assembled last is refused with [`Error::NotNewer`].
+    pub fn set_delta(&mut self, json: &[u8]) -> Result<(), Error> {
+        let delta: Delta = serde_json::from_slice(json).map_err(|e| Error::Unreadable {
+            what: "delta",
+            reason: e.to_string(),
+        })?;
+        if delta.generation <= delta.previous {
+            return Err(Error::Unreadable {
+                what: "delta",
+                reason: format!(
+                    "generation {} does not follow {}",
+                    delta.generation, delta.previous
+                ),
+            });
+        }
+        // Applied already (a relist), or on a base older than the manifest: nothing to keep.
+        let served = self
+            .current
+            .as_ref()
+            .map(|t| (t.generation, self.base.as_ref()));
+        let done =
+            served.is_some_and(|(g, base)| base == Some(&delta.base_hash) && delta.generation <= g);
+        let stale = self
+            .manifest
+            .as_ref()
+            .is_some_and(|(m, _)| delta.base < m.generation);
+        if !done && !stale && !self.deltas.contains(&delta) {
+            self.deltas.push(delta);
+        }
+        Ok(())
+    }
+
+    /// One object as its [`TABLE_LABEL`] value says: [`MANIFEST`], [`DELTA`], else a shard.
+    pub fn set(&mut self, role: Option<&str>, json: &[u8]) -> Result<(), Error> {
+        match role {
+            Some(MANIFEST) => self.set_manifest(json),
+            Some(DELTA) => self.set_delta(json),
+            _ => self.set_shard(json),
+        }
+    }
+
+    /// [`Assembler::assemble_shared`], as a table of its own.
     pub fn assemble(&mut self) -> Result<Option<RoutingTable<Value>>, Error> {
-        let Some(manifest) = self.manifest.as_ref() else {
+        Ok(self.assemble_shared()?.map(Arc::unwrap_or_clone))
+    }
+
+    /// The newest table the objects seen make: the manifest's, once every shard it names has
+    /// arrived with the right content, then each delta on that manifest in order. A table is
+    /// returned once (a manifest's identity is its generation and every shard hash, so a new
+    /// writer reusing a number is not mistaken for the table already served), and the
+    /// generation served only moves forward: a complete set whose generation is not above
+    /// the one served is refused with [`Error::NotNewer`].
+    ///
+    /// Groups whose content did not change keep the `Arc` of the table served before, so that
+    /// whoever reads the tables can tell what changed by identity, as the writer does.
+    pub fn assemble_shared(&mut self) -> Result<Option<Arc<RoutingTable<Value>>>, Error> {
+        let Some((manifest, hash)) = self.manifest.as_ref() else {
             return Ok(None);
         };
-        if self.assembled.as_ref() == Some(manifest) {
+        let serving = self.current.as_ref().map(|t| t.generation);
+        let mut table = if self.base.as_ref() == Some(hash) {
+            match &self.current {
+                Some(t) => t.clone(),
+                None => return Ok(None),
+            }
+        } else {
+            let mut groups = BTreeMap::new();
+            for (index, want) in manifest.hashes.iter().enumerate() {
+                let Some((hash, shard)) = self.shards.get(&(index as u32)) else {
+                    return Ok(None);
+                };
+                if hash != want {
+                    return Ok(None);
+                }
+                groups.extend(shard.groups.iter().map(|(k, g)| (k.clone(), g.clone())));
+            }
+            if let Some(serving) = serving
+                && manifest.generation <= serving
+            {
+                // Refused once; a newer manifest replaces it.
+                let refused = Error::NotNewer {
+                    generation: manifest.generation,
+                    serving,
+                };
+                self.manifest = None;
+                return Err(refused);
+            }
+            if let Some(old) = &self.current {
+                keep_unchanged(&mut groups, &old.groups);
+            }
+            // Shards beyond the manifest's count are left over from a larger table.
+            let count = manifest.shards;
+            self.shards.retain(|i, _| *i < count);
+            let generation = manifest.generation;
+            self.base = Some(hash.clone());
+            Arc::new(RoutingTable { generation, groups })
+        };
+        // The deltas on this base, in order; those of older bases are dropped.
+        let (base_generation, base_hash) = (manifest.generation, hash.clone());
+        self.deltas.retain(|d| d.base >= base_generation);
+        while let Some(i) = self
+            .deltas
+            .iter()
+            .position(|d| d.base_hash == base_hash && d.previous == table.generation)
+        {
+            let delta = self.deltas.swap_remove(i);
+            let next = Arc::make_mut(&mut table);
+            next.generation = delta.generation;
+            for key in &delta.removed {
+                next.groups.remove(key);
+            }
+            for (key, group) in delta.groups {
+                let same = next.groups.get(&key).is_some_and(|old| **old == *group);
+                if !same {
+                    next.groups.insert(key, group);
+                }
+            }
+        }
+        self.deltas
+            .retain(|d| !(d.base_hash == base_hash && d.generation <= table.generation));
+        if serving == Some(table.generation) {
             return Ok(None);
         }
-        let mut groups = BTreeMap::new();
-        for (index, want) in manifest.hashes.iter().enumerate() {
-            let Some((hash, shard)) = self.shards.get(&(index as u32)) else {
-                return Ok(None);
-            };
-            if hash != want {
-                return Ok(None);
-            }
-            groups.extend(shard.groups.iter().map(|(k, g)| (k.clone(), g.clone())));
-        }
-        if let Some(serving) = self.assembled.as_ref().map(|m| m.generation)
-            && manifest.generation <= serving
+        self.current = Some(table.clone());
+        Ok(Some(table))
+    }
+}
+
+/// Puts back the `Arc` of `old`'s group wherever `groups` holds the same content.
+fn keep_unchanged(
+    groups: &mut BTreeMap<GroupKey, Arc<CompiledGroup<Value>>>,
+    old: &BTreeMap<GroupKey, Arc<CompiledGroup<Value>>>,
+) {
+    for (key, group) in groups.iter_mut() {
+        if let Some(before) = old.get(key)
+            && (Arc::ptr_eq(before, group) || **before == **group)
         {
-            // Refused once; a newer manifest replaces it.
-            let refused = Error::NotNewer {
-                generation: manifest.generation,
-                serving,
-            };
-            self.manifest = None;
-            return Err(refused);
+            *group = before.clone();
         }
-        // Shards beyond the manifest's count are left over from a larger table.
-        let count = manifest.shards;
-        self.shards.retain(|i, _| *i < count);
-        let generation = manifest.generation;
-        self.assembled = self.manifest.clone();
-        Ok(Some(RoutingTable { generation, groups }))
     }
 }
 
@@ -488,5 +661,157 @@ mod tests {
         );
         feed(&mut a, &table(3, 10, 7));
         assert_eq!(a.assemble().expect("newer"), Some(table(3, 10, 7)));
+    }
+
+    /// A delta from `from` to `to` on the manifest `base` (its JSON).
+    fn delta_between(
+        base: &[u8],
+        previous: u64,
+        generation: u64,
+        from: &RoutingTable<Value>,
+        to: &RoutingTable<Value>,
+    ) -> Vec<u8> {
+        let manifest: Manifest = serde_json::from_slice(base).expect("manifest");
+        let (groups, removed) = diff(&from.groups, &to.groups);
+        serde_json::to_vec(&Delta {
+            base: manifest.generation,
+            base_hash: content_hash(base),
+            previous,
+            generation,
+            groups,
+            removed,
+        })
+        .expect("json")
+    }
+
+    fn with_group(
+        t: &RoutingTable<Value>,
+        generation: u64,
+        i: usize,
+        ip: u8,
+    ) -> RoutingTable<Value> {
+        let mut next = t.clone();
+        next.generation = generation;
+        let key: GroupKey = format!("ns/g{i}").into();
+        let g = table(0, i + 1, ip).groups.remove(&key).expect("group i");
+        next.groups.insert(key, g);
+        next
+    }
+
+    fn fed(t: &RoutingTable<Value>, shards: u32) -> (Assembler, Vec<u8>) {
+        let enc = encode(t, shards).expect("encodes");
+        let mut a = Assembler::default();
+        for (_, _, json) in &enc.shards {
+            a.set_shard(json).expect("shard");
+        }
+        let manifest = serde_json::to_vec(&enc.manifest).expect("json");
+        a.set_manifest(&manifest).expect("manifest");
+        (a, manifest)
+    }
+
+    // SEM-P11: the diff is the groups that changed, by identity, and those removed.
+    #[test]
+    fn diff_finds_what_changed() {
+        let t1 = table(1, 10, 1);
+        let mut t2 = with_group(&t1, 2, 3, 9);
+        t2.groups.remove("ns/g7");
+        let extra = with_group(&t2, 2, 11, 5);
+        t2 = extra;
+        let (changed, removed) = diff(&t1.groups, &t2.groups);
+        let keys: Vec<&str> = changed.keys().map(|k| k.as_ref()).collect();
+        assert_eq!(keys, ["ns/g11", "ns/g3"]);
+        assert_eq!(removed, vec![GroupKey::from("ns/g7")]);
+        assert_eq!(
+            diff(&t2.groups, &t2.clone().groups),
+            (BTreeMap::new(), Vec::new())
+        );
+    }
+
+    // SEM-P11 SEM-P1: deltas apply on their manifest in order, each once, whatever order they
+    // arrive in; a delta whose predecessor is missing waits for it; the result is the table.
+    #[test]
+    fn deltas_apply_in_order_on_their_base() {
+        let t1 = table(1, 20, 1);
+        let t2 = with_group(&t1, 2, 4, 7);
+        let t3 = with_group(&t2, 3, 9, 8);
+        let (mut a, base) = fed(&t1, 2);
+        assert_eq!(a.assemble(), Ok(Some(t1.clone())));
+        let d2 = delta_between(&base, 1, 2, &t1, &t2);
+        let d3 = delta_between(&base, 2, 3, &t2, &t3);
+        a.set_delta(&d3).expect("delta");
+        assert_eq!(a.assemble(), Ok(None), "3 waits for 2");
+        a.set_delta(&d2).expect("delta");
+        assert_eq!(a.assemble(), Ok(Some(t3.clone())));
+        // A relist brings every object again: nothing new.
+        a.set_delta(&d2).expect("delta");
+        a.set_delta(&d3).expect("delta");
+        assert_eq!(a.assemble(), Ok(None));
+    }
+
+    // SEM-P11 SEM-P4: a delta on another manifest (a fold's catch-up, or an older writer's) is
+    // never applied to this one; the fold's catch-up delta, arriving before its manifest,
+    // lands with it, so the new manifest never serves less than was served.
+    #[test]
+    fn a_delta_lands_only_on_its_own_manifest() {
+        let t1 = table(1, 20, 1);
+        let t2 = with_group(&t1, 2, 4, 7);
+        let (mut a, base1) = fed(&t1, 2);
+        a.assemble().expect("first").expect("t1");
+        a.set_delta(&delta_between(&base1, 1, 2, &t1, &t2))
+            .expect("delta");
+        assert_eq!(a.assemble().expect("t2").map(|t| t.generation), Some(2));
+        // A fold of t2 as generation 3, and a change made during it (t4) as its catch-up.
+        let mut folded = t2.clone();
+        folded.generation = 3;
+        let t4 = with_group(&t2, 4, 11, 6);
+        let enc = encode(&folded, 2).expect("encodes");
+        let base3 = serde_json::to_vec(&enc.manifest).expect("json");
+        a.set_delta(&delta_between(&base3, 3, 4, &folded, &t4))
+            .expect("catch-up");
+        for (_, _, json) in &enc.shards {
+            a.set_shard(json).expect("shard");
+            assert_eq!(a.assemble(), Ok(None), "nothing until the manifest");
+        }
+        // A delta that names the old manifest but follows generation 2 is not for this base.
+        a.set_delta(&delta_between(&base1, 2, 3, &t2, &table(3, 20, 9)))
+            .expect("delta");
+        a.set_manifest(&base3).expect("manifest");
+        let served = a.assemble().expect("newer").expect("t4");
+        assert_eq!(served, t4);
+        assert_eq!(a.assemble(), Ok(None));
+    }
+
+    // SEM-P11: unchanged groups keep the Arc of the table served before, across deltas and
+    // across a new manifest, so that a reader re-encodes only what changed.
+    #[test]
+    fn unchanged_groups_keep_their_identity() {
+        let t1 = table(1, 30, 1);
+        let t2 = with_group(&t1, 2, 5, 7);
+        let (mut a, base1) = fed(&t1, 3);
+        let first = a.assemble_shared().expect("ok").expect("t1");
+        a.set_delta(&delta_between(&base1, 1, 2, &t1, &t2))
+            .expect("delta");
+        let second = a.assemble_shared().expect("ok").expect("t2");
+        for (k, g) in &second.groups {
+            let same = Arc::ptr_eq(g, &first.groups[k]);
+            assert_eq!(same, k.as_ref() != "ns/g5", "{k}");
+        }
+        // The same content under a new manifest (a fold): every group keeps its Arc.
+        let mut folded = t2.clone();
+        folded.generation = 3;
+        let enc = encode(&folded, 3).expect("encodes");
+        for (_, _, json) in &enc.shards {
+            a.set_shard(json).expect("shard");
+        }
+        a.set_manifest(&serde_json::to_vec(&enc.manifest).expect("json"))
+            .expect("manifest");
+        let third = a.assemble_shared().expect("ok").expect("t3");
+        assert_eq!(third.generation, 3);
+        assert!(
+            third
+                .groups
+                .iter()
+                .all(|(k, g)| Arc::ptr_eq(g, &second.groups[k]))
+        );
     }
 }

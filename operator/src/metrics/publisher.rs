@@ -12,6 +12,11 @@ pub struct PublisherMetrics {
     pub generation: AtomicU64,
     pub shards: AtomicU64,
     pub shards_written: AtomicU64,
+    /// Deltas written (one per change between folds, P11).
+    pub deltas_written: AtomicU64,
+    /// Bytes of table data sent: shards, manifests, deltas.
+    pub bytes_written: AtomicU64,
+    pub folds: AtomicU64,
     pub micros_sum: AtomicU64,
     pub failures: AtomicU64,
     /// The last attempt of this term failed.
@@ -26,13 +31,33 @@ impl PublisherMetrics {
     }
 
     /// A table the resolvers can assemble: `generation` in `shards` shards, `written` of
-    /// them written now.
-    pub fn published(&self, generation: u64, shards: u32, written: usize) {
+    /// them written now, and `delta` whether a delta was, with `bytes` sent in all.
+    pub fn published(
+        &self,
+        generation: u64,
+        shards: u32,
+        written: usize,
+        delta: bool,
+        bytes: usize,
+    ) {
         self.failing.store(false, Ordering::Relaxed);
         self.shards_written
             .fetch_add(written as u64, Ordering::Relaxed);
+        self.deltas_written
+            .fetch_add(u64::from(delta), Ordering::Relaxed);
+        self.bytes_written
+            .fetch_add(bytes as u64, Ordering::Relaxed);
         self.generation.store(generation, Ordering::Relaxed);
         self.shards.store(u64::from(shards), Ordering::Relaxed);
+    }
+
+    /// One step of a fold wrote `shards` shards and `bytes`; `done`: the fold ended.
+    pub fn folded(&self, shards: usize, bytes: usize, done: bool) {
+        self.shards_written
+            .fetch_add(shards as u64, Ordering::Relaxed);
+        self.bytes_written
+            .fetch_add(bytes as u64, Ordering::Relaxed);
+        self.folds.fetch_add(u64::from(done), Ordering::Relaxed);
     }
 
     pub fn failed(&self) {
@@ -54,6 +79,21 @@ impl Collector for PublisherMetrics {
             "healthroute_operator_shards_written_total",
             "Table ConfigMaps written.",
             g(&self.shards_written),
+        )?;
+        out.counter(
+            "healthroute_operator_table_deltas_written_total",
+            "Table deltas written: one per change between folds.",
+            g(&self.deltas_written),
+        )?;
+        out.counter(
+            "healthroute_operator_table_bytes_written_total",
+            "Bytes of table data written: shards, manifests and deltas.",
+            g(&self.bytes_written),
+        )?;
+        out.counter(
+            "healthroute_operator_table_folds_total",
+            "Folds of the deltas into the shards and a new manifest.",
+            g(&self.folds),
         )?;
         out.counter(
             "healthroute_operator_publish_failures_total",

@@ -38,7 +38,17 @@ impl Seen {
         self.method == "PATCH" && self.path.contains("/configmaps/healthroute-table?")
     }
     pub fn is_shard_write(&self) -> bool {
-        self.method == "PATCH" && self.path.contains("/configmaps/healthroute-table-")
+        self.method == "PATCH"
+            && self.path.contains("/configmaps/healthroute-table-")
+            && !self.is_delta_write()
+    }
+    pub fn is_delta_write(&self) -> bool {
+        self.method == "PATCH" && self.path.contains("/configmaps/healthroute-table-delta-")
+    }
+    /// A write that makes a new table generation available to the resolvers: a manifest, or
+    /// a delta on one (P11).
+    pub fn is_table_commit(&self) -> bool {
+        self.is_manifest_write() || self.is_delta_write()
     }
     pub fn is_status_write(&self) -> bool {
         self.method == "PATCH" && self.path.contains("/status?")
@@ -53,6 +63,7 @@ impl Seen {
         self.method == "POST" && self.path.contains("/events")
     }
     /// The manifest's generation, for a manifest write.
+    /// The generation a manifest or a delta write carries.
     pub fn manifest_generation(&self) -> Option<u64> {
         let data = self.body["data"]["table.json"].as_str()?;
         serde_json::from_str::<Json>(data).ok()?["generation"].as_u64()
@@ -284,6 +295,25 @@ impl FakeApi {
                 self.lock().configmaps.insert(name, body.clone());
                 reply(send, 200, &body);
             }
+            "DELETE" if is_table && name == "configmaps" => {
+                // A delete of a collection, by label selector (the publisher's old deltas).
+                let selector = path
+                    .split_once("labelSelector=")
+                    .map(|(_, s)| s.split('&').next().unwrap_or_default())
+                    .unwrap_or_default()
+                    .replace("%2F", "/")
+                    .replace("%3D", "=")
+                    .replace("%21", "!")
+                    .replace("%2C", ",");
+                self.lock()
+                    .configmaps
+                    .retain(|_, cm| !selected(&cm["metadata"]["labels"], &selector));
+                reply(
+                    send,
+                    200,
+                    &json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
+                );
+            }
             "DELETE" if is_table => {
                 self.lock().configmaps.remove(&name);
                 reply(
@@ -318,4 +348,18 @@ fn reply(send: tower_test::mock::SendResponse<Response<Body>>, code: u16, value:
     *response.status_mut() =
         StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     send.send_response(response);
+}
+
+/// Whether `labels` match a selector of `key=value` and `key!=value` terms (what the publisher
+/// sends).
+fn selected(labels: &Json, selector: &str) -> bool {
+    selector.split(',').filter(|t| !t.is_empty()).all(|term| {
+        if let Some((k, v)) = term.split_once("!=") {
+            labels[k].as_str() != Some(v)
+        } else if let Some((k, v)) = term.split_once('=') {
+            labels[k].as_str() == Some(v)
+        } else {
+            labels.get(term).is_some()
+        }
+    })
 }

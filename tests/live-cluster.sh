@@ -53,7 +53,7 @@ metadata: {name: main}
 spec: {type: TCP, target: {address: 127.0.0.1, port: $health_port}, requestIntervalSeconds: 2, failureThreshold: 1, connectTimeoutSeconds: 1}
 YAML
 
-target/debug/healthroute-operator --zone live.example --namespace "$NS" --identity live-op --admin-listen 127.0.0.1:9391 &
+target/debug/healthroute-operator --zone live.example --namespace "$NS" --watch-namespace "$NS" --identity live-op --admin-listen 127.0.0.1:9391 &
 pids+=($!)
 target/debug/healthroute-resolver --zone live.example --table-namespace "$NS" --checker-name live-checker \
   --checker-allow 127.0.0.0/8 --listen 127.0.0.1:5392 --admin-listen 127.0.0.1:9392 &

@@ -111,7 +111,14 @@ pub const OPERATOR: &[Access] = &[
         resource: "configmaps",
         // delete: shards a smaller table no longer uses; deletecollection: the deltas of
         // older manifests (P11).
-        verbs: &["get", "list", "create", "patch", "delete", "deletecollection"],
+        verbs: &[
+            "get",
+            "list",
+            "create",
+            "patch",
+            "delete",
+            "deletecollection",
+        ],
         cluster: false,
     },
     Access {

@@ -111,6 +111,8 @@ async fn live_cluster_round_trip() {
     );
     config.shards = 2;
     config.default_ttl = 30;
+    // Only this test's namespace: other objects on a shared API server are not its business.
+    config.watch_namespace = Some(ns.clone());
     let control = tokio::spawn(controller::run(
         client.clone(),
         config,
@@ -224,6 +226,7 @@ fn replica(client: &Client, ns: &str, leader: bool) -> Replica {
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let mut config = Config::new(ns, ServedZones::new(["live.example."]).expect("zone"));
     config.shards = 2;
+    config.watch_namespace = Some(ns.to_owned());
     let task = tokio::spawn(controller::run(
         client.clone(),
         config,
@@ -533,6 +536,7 @@ async fn live_the_leader_evaluates_metric_checks() {
     let (leader_tx, leader_rx) = tokio::sync::watch::channel(true);
     let (_stop, stop_rx) = tokio::sync::watch::channel(false);
     let mut config = Config::new(&ns, ServedZones::new(["live.example."]).expect("zone"));
+    config.watch_namespace = Some(ns.clone());
     config.metric_policy.allow = vec!["127.0.0.0/8".parse().expect("cidr")];
     let task = tokio::spawn(controller::run(
         client.clone(),

@@ -434,6 +434,43 @@ async fn live_zonal_autoshift_and_a_practice_run() {
     .await;
     let zs = zonal_shift(&client, &ns, "frontend-autoshift").await;
     assert_eq!(zs["spec"]["awayFrom"], zone_a.as_str(), "{zs:#}");
+    // AS5: a customer's shift on the same groups takes precedence; the autoshift's ZonalShift
+    // then says NotApplied (Conflict) for each group, and Applied again once it is gone.
+    let shifts: Api<ZonalShift> = Api::namespaced(client.clone(), &ns);
+    shifts
+        .patch(
+            "drain-a",
+            &apply(),
+            &Patch::Apply(json!({"apiVersion": "healthroute.io/v1alpha1", "kind": "ZonalShift",
+                "metadata": {"name": "drain-a"},
+                "spec": {"awayFrom": zone_a, "target": {"selector": {"matchLabels": {"tier": "frontend"}}},
+                         "expiresIn": "1h"}})),
+        )
+        .await
+        .expect("customer shift");
+    wait_until("the customer shift first", WITHIN, || async {
+        let zs = zonal_shift(&client, &ns, "frontend-autoshift").await;
+        zs["status"]["appliedGroups"] == "0/3" && zs["status"]["groups"][0]["reason"] == "Conflict"
+    })
+    .await;
+    // What a user sees, when kubectl is at hand.
+    if let Ok(out) = std::process::Command::new("kubectl")
+        .args(["get", "zs", "-n", &ns])
+        .output()
+    {
+        println!("kubectl get zs:\n{}", String::from_utf8_lossy(&out.stdout));
+    }
+    let customer = zonal_shift(&client, &ns, "drain-a").await;
+    assert_eq!(customer["status"]["type"], "Customer");
+    assert_eq!(customer["status"]["appliedGroups"], "3/3", "{customer:#}");
+    shifts
+        .delete("drain-a", &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_until("the autoshift applied again", WITHIN, || async {
+        zonal_shift(&client, &ns, "frontend-autoshift").await["status"]["appliedGroups"] == "3/3"
+    })
+    .await;
     assert_eq!(
         zs["metadata"]["ownerReferences"][0]["kind"],
         "ZonalAutoshift"

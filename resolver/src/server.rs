@@ -233,7 +233,10 @@ pub async fn start(
                 let current = tables.borrow_and_update().clone();
                 if let Some(table) = current {
                     let previous = shared.table.load_full();
-                    match ServingTable::build(
+                    // Built from the table served now: only the groups that changed are
+                    // encoded again.
+                    match ServingTable::build_from(
+                        previous.as_deref(),
                         &table,
                         &zones,
                         local_zone.as_deref(),
@@ -458,6 +461,99 @@ mod tests {
         }
     }
 
+    /// One UDP socket on a free loopback port, serving example.com.
+    fn config(table_file: Option<PathBuf>) -> ServeConfig {
+        ServeConfig {
+            listen: vec!["127.0.0.1:0".parse().expect("addr")],
+            admin_listen: None,
+            zones: vec![ZoneConfig {
+                apex: "example.com.".into(),
+                nameservers: vec![],
+                default_ttl: 60,
+                ..ZoneConfig::default()
+            }],
+            upstream: None,
+            upstream_timeout: Duration::from_secs(1),
+            table_file,
+            udp_sockets: 1,
+            udp_cpu_affinity: Affinity::Off,
+            local_zone: None,
+            checker: None,
+            exchange: None,
+            autoshift: None,
+        }
+    }
+
+    /// Waits (at most 2 s) until `running` serves `generation`.
+    async fn served(running: &Running, generation: u64) {
+        for _ in 0..200 {
+            if running
+                .shared
+                .table
+                .load()
+                .as_ref()
+                .is_some_and(|t| t.generation == generation)
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// `n` one-value A groups, `t/g0`..: generation 1.
+    fn groups(n: u8) -> RoutingTable<Value> {
+        use healthroute_table::{Answer, CompiledGroup, RecordType, Selection, Target};
+        let groups = (0..n).map(|i| {
+            let key: Arc<str> = format!("t/g{i}").into();
+            let group = CompiledGroup {
+                key: key.clone(),
+                name: format!("g{i}.example.com.").into(),
+                record_type: RecordType::A,
+                ttl: 30,
+                last_resort: false,
+                selection: Selection::Fixed(Answer {
+                    set_identifier: "x".into(),
+                    target: Target::Values(vec![Value::A([192, 0, 2, i].into())]),
+                }),
+                zone_affinity: None,
+            };
+            (key, Arc::new(group))
+        });
+        RoutingTable {
+            generation: 1,
+            groups: groups.collect(),
+        }
+    }
+
+    // SEM-P11: the table task builds each table from the one served: a table that changes one
+    // group of ten encodes one group (healthroute_table_groups_encoded_total).
+    #[tokio::test]
+    async fn a_new_table_encodes_only_the_groups_it_changed() {
+        let first = groups(10);
+        let (tx, tables) = watch::channel(Some(Arc::new(first.clone())));
+        let running = start(config(None), tables).await.expect("starts");
+        served(&running, 1).await;
+        let encoded = || {
+            running
+                .shared
+                .metrics
+                .groups_encoded
+                .load(std::sync::atomic::Ordering::Relaxed)
+        };
+        assert_eq!(encoded(), 10);
+        let mut next = RoutingTable {
+            generation: 2,
+            ..first
+        };
+        let mut changed = (*next.groups["t/g0"]).clone();
+        changed.ttl = 5;
+        next.groups.insert("t/g0".into(), Arc::new(changed));
+        tx.send_replace(Some(Arc::new(next)));
+        served(&running, 2).await;
+        assert_eq!(encoded(), 11);
+        running.shutdown().await;
+    }
+
     // Every spawned task has a span: what the table task logs says it comes from it.
     #[tokio::test]
     async fn the_table_task_logs_in_its_span() {
@@ -470,32 +566,8 @@ mod tests {
         // This test's thread only: a current-thread runtime runs the spawned tasks here.
         let _guard = tracing::subscriber::set_default(subscriber);
         let (_tx, tables) = watch::channel(Some(Arc::new(RoutingTable::default())));
-        let config = ServeConfig {
-            listen: vec!["127.0.0.1:0".parse().expect("addr")],
-            admin_listen: None,
-            zones: vec![ZoneConfig {
-                apex: "example.com.".into(),
-                nameservers: vec![],
-                default_ttl: 60,
-                ..ZoneConfig::default()
-            }],
-            upstream: None,
-            upstream_timeout: Duration::from_secs(1),
-            table_file: None,
-            udp_sockets: 1,
-            udp_cpu_affinity: Affinity::Off,
-            local_zone: None,
-            checker: None,
-            exchange: None,
-            autoshift: None,
-        };
-        let running = start(config, tables).await.expect("starts");
-        for _ in 0..200 {
-            if running.shared.table.load().is_some() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        let running = start(config(None), tables).await.expect("starts");
+        served(&running, 0).await;
         running.shutdown().await;
         let text = String::from_utf8_lossy(&lines.0.lock().expect("lines")).into_owned();
         let served = text

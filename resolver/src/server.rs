@@ -2,7 +2,8 @@
 //!
 //! ```text
 //!   table source (standalone compiler, or the published table) ──watch──▶ table task
-//!        table task: ServingTable::build ─▶ ArcSwap store ─▶ last-table file (P2)
+//!        table task: ServingTable::build_from(the table served) ─▶ ArcSwap store
+//!                    ─▶ table_file writer (in the background: the newest table, P2)
 //!   UDP sockets (one per core, SO_REUSEPORT) + TCP listener ──▶ hickory Server ──▶ DnsHandler
 //!   admin listener: /metrics /livez /readyz
 //! ```
@@ -64,6 +65,8 @@ pub struct Running {
     tasks: Vec<tokio::task::JoinHandle<()>>,
     udp_threads: Vec<std::thread::JoinHandle<()>>,
     udp_stop: Arc<std::sync::atomic::AtomicBool>,
+    /// Writes the last-table file; asked at shutdown to write the newest table (P2).
+    table_writer: Option<crate::table_file::Writer>,
 }
 
 impl Running {
@@ -111,6 +114,10 @@ impl Running {
         for t in self.tasks {
             t.abort();
         }
+        // The newest table served goes to disk before the process ends (P2).
+        if let Some(writer) = self.table_writer {
+            writer.finish().await;
+        }
     }
 }
 
@@ -134,7 +141,7 @@ pub async fn start(
     if tables.borrow().is_none()
         && let Some(path) = &config.table_file
     {
-        match read_table_file(path) {
+        match crate::table_file::read(path) {
             Ok(Some(table)) => {
                 let serving = ServingTable::build(
                     &table,
@@ -222,11 +229,18 @@ pub async fn start(
         }
         None => None,
     };
+    // The last-table file is written in the background (P2): the table task never waits.
+    let (table_file, table_writer) = match config.table_file.clone() {
+        Some(path) => {
+            let (offer, writer) = crate::table_file::Writer::start(path);
+            (Some(offer), Some(writer))
+        }
+        None => (None, None),
+    };
     // The table task: every new table becomes the serving snapshot.
     {
         let shared = shared.clone();
         let zones = config.zones.clone();
-        let path = config.table_file.clone();
         let local_zone = config.local_zone.clone();
         let task = async move {
             loop {
@@ -262,10 +276,8 @@ pub async fn start(
                                 groups = table.groups.len(),
                                 "serving a new table"
                             );
-                            if let Some(path) = &path
-                                && let Err(e) = write_table_file(path, &table)
-                            {
-                                tracing::warn!(path = %path.display(), error = %e, "could not write the last-table file");
+                            if let Some(file) = &table_file {
+                                file.table(table.clone());
                             }
                             // The old table is gone once the last query on it ends; what its
                             // build and the compile freed goes back to the system (0.1-0.2 ms
@@ -330,6 +342,7 @@ pub async fn start(
         tasks,
         udp_threads,
         udp_stop,
+        table_writer,
     })
 }
 
@@ -412,30 +425,6 @@ fn udp_socket(addr: SocketAddr, reuse_port: bool) -> std::io::Result<std::net::U
     socket.bind(&addr.into())?;
     crate::sys::set_dont_fragment(std::os::fd::AsFd::as_fd(&socket), addr.is_ipv6())?;
     Ok(socket.into())
-}
-
-/// The last table, as JSON (P2). A missing file is `None`.
-pub fn read_table_file(path: &std::path::Path) -> Result<Option<RoutingTable<Value>>, Error> {
-    match std::fs::read(path) {
-        Ok(bytes) => Ok(Some(serde_json::from_slice(&bytes)?)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// Writes the table next to `path` and renames it into place, so a crash never leaves half a
-/// file.
-pub fn write_table_file(path: &std::path::Path, table: &RoutingTable<Value>) -> Result<(), Error> {
-    use std::io::Write;
-    let tmp = path.with_extension("tmp");
-    // Streamed through a small buffer: the whole table as one string would be a transient as
-    // large as the table, and the heap keeps what a transient leaves behind.
-    let file = std::fs::File::create(&tmp)?;
-    let mut out = std::io::BufWriter::new(file);
-    serde_json::to_writer(&mut out, table)?;
-    out.flush()?;
-    drop(out);
-    Ok(std::fs::rename(&tmp, path)?)
 }
 
 #[cfg(test)]

@@ -151,6 +151,8 @@ pub async fn start(
                 )?;
                 shared.store(serving);
                 tracing::info!(path = %path.display(), generation = table.generation, "serving the last table from disk");
+                // Start-up may last while no source answers: its code need not stay resident.
+                crate::sys::release_code_pages();
             }
             Ok(None) => {}
             Err(e) => {
@@ -243,10 +245,12 @@ pub async fn start(
         let zones = config.zones.clone();
         let local_zone = config.local_zone.clone();
         let task = async move {
+            let mut started = false;
             loop {
                 let current = tables.borrow_and_update().clone();
                 if let Some(table) = current {
                     let previous = shared.table.load_full();
+                    let building = std::time::Instant::now();
                     // Built from the table served now: only the groups that changed are
                     // encoded again.
                     match ServingTable::build_from(
@@ -270,10 +274,13 @@ pub async fn start(
                                      and the configured addresses are neither served nor glue (D12)"
                                 );
                             }
+                            let encoded = serving.encoded();
                             shared.store(serving);
                             tracing::info!(
                                 generation = table.generation,
                                 groups = table.groups.len(),
+                                encoded,
+                                build_ms = building.elapsed().as_secs_f64() * 1e3,
                                 "serving a new table"
                             );
                             if let Some(file) = &table_file {
@@ -284,6 +291,12 @@ pub async fn start(
                             // with 2,000 groups).
                             drop(previous);
                             crate::sys::release_free_memory();
+                            if !started {
+                                // Start-up is over: its code need not stay resident.
+                                started = true;
+                                let kib = crate::sys::release_code_pages();
+                                tracing::debug!(kib, "start-up code pages unmapped");
+                            }
                         }
                         Err(e) => {
                             tracing::error!(error = %e, "table rejected; still serving the previous one")

@@ -140,11 +140,38 @@ pub struct SoaTail {
 pub struct GroupCounters {
     /// By the index of the set identifier in the group's selection (answers, or MultiValue
     /// records).
-    pub by_record: Box<[Arc<AtomicU64>]>,
+    by_record: RecordCounters,
     pub last_resort: Arc<AtomicU64>,
     /// With zone affinity: the answers of this resolver's zone view (`same-zone`) or of every
     /// zone (`all-zones`), whichever this table serves (A5).
     pub locality: Option<Arc<AtomicU64>>,
+}
+
+/// The counters of a group's records, by index. Most groups have one record: it is held
+/// inline, without an allocation of its own.
+enum RecordCounters {
+    One(Arc<AtomicU64>),
+    Many(Box<[Arc<AtomicU64>]>),
+}
+
+impl RecordCounters {
+    fn new(mut counters: Vec<Arc<AtomicU64>>) -> Self {
+        match counters.pop() {
+            Some(one) if counters.is_empty() => RecordCounters::One(one),
+            Some(last) => {
+                counters.push(last);
+                RecordCounters::Many(counters.into())
+            }
+            None => RecordCounters::Many(Box::new([])),
+        }
+    }
+
+    fn get(&self, index: usize) -> Option<&AtomicU64> {
+        match self {
+            RecordCounters::One(c) => (index == 0).then_some(&**c),
+            RecordCounters::Many(cs) => cs.get(index).map(|c| &**c),
+        }
+    }
 }
 
 /// One group, ready to answer.
@@ -165,10 +192,44 @@ impl ServingGroup {
     }
 }
 
+/// The groups served at one name, by record type. A name holds at most one group per type, of
+/// four types (A, AAAA, CNAME, TXT; a nameserver's addresses only where no group is), so four
+/// slots hold them inline: no allocation per name, and no pointer to follow on a lookup. No
+/// slot used: an empty non-terminal.
 #[derive(Default)]
 struct NameEntry {
-    /// Record types served at this name, and their group. Empty for an empty non-terminal.
-    types: Vec<(u16, u32)>,
+    /// Wire record types in the order they were added; 0 marks a free slot.
+    types: [u16; 4],
+    /// The group of each type.
+    groups: [u32; 4],
+}
+
+impl NameEntry {
+    /// No type at all: an empty non-terminal.
+    fn is_empty(&self) -> bool {
+        self.types[0] == 0
+    }
+
+    /// Serves `group` for `rtype` here. A second group of a type already held (a table that
+    /// breaks its invariant) is left out: the first one answers, as it always did.
+    fn add(&mut self, rtype: u16, group: u32) {
+        if rtype == 0 || self.types.contains(&rtype) {
+            return;
+        }
+        if let Some(slot) = self.types.iter().position(|&t| t == 0) {
+            self.types[slot] = rtype;
+            self.groups[slot] = group;
+        }
+    }
+
+    /// The group of `rtype` here.
+    fn get(&self, rtype: u16) -> Option<u32> {
+        if rtype == 0 {
+            return None;
+        }
+        let slot = self.types.iter().position(|&t| t == rtype)?;
+        Some(self.groups[slot])
+    }
 }
 
 /// One step of an answer: the RRs one group picked, owned by the question name (the first
@@ -558,12 +619,7 @@ impl ServingTable {
     /// The group answering `qtype` at a name: the type itself, else a CNAME (which answers
     /// every type at its name).
     fn find(entry: &NameEntry, qtype: u16) -> Option<u32> {
-        entry
-            .types
-            .iter()
-            .find(|(t, _)| *t == qtype)
-            .or_else(|| entry.types.iter().find(|(t, _)| *t == TYPE_CNAME))
-            .map(|&(_, i)| i)
+        entry.get(qtype).or_else(|| entry.get(TYPE_CNAME))
     }
 
     /// One group's pick for one query, counted (M1).
@@ -626,10 +682,12 @@ fn serving_group(
 ) -> ServingGroup {
     let (wire, same_zone) = group.for_zone(local_zone, &mut |v: &Value| value_rr(v, group.ttl));
     let group_counters = GroupCounters {
-        by_record: set_identifiers(&wire.selection)
-            .iter()
-            .map(|id| counters.record(&group.key, id))
-            .collect(),
+        by_record: RecordCounters::new(
+            set_identifiers(&wire.selection)
+                .iter()
+                .map(|id| counters.record(&group.key, id))
+                .collect(),
+        ),
         last_resort: counters.last_resort(&group.key),
         locality: group
             .zone_affinity
@@ -660,8 +718,7 @@ impl Index {
             names
                 .entry(name.into())
                 .or_default()
-                .types
-                .push((wire_type(group.wire.record_type), index));
+                .add(wire_type(group.wire.record_type), index);
             by_key.insert(group.wire.key.clone(), index);
         }
         let table_groups = groups.len();
@@ -720,10 +777,7 @@ fn add_nameserver_addresses(
             {
                 continue;
             }
-            if names
-                .get(wire.as_slice())
-                .is_some_and(|e| !e.types.is_empty())
-            {
+            if names.get(wire.as_slice()).is_some_and(|e| !e.is_empty()) {
                 if !shadowed.contains(&name) {
                     shadowed.push(name);
                 }
@@ -752,8 +806,7 @@ fn add_nameserver_addresses(
                 names
                     .entry(wire.clone().into())
                     .or_default()
-                    .types
-                    .push((wire_type(rtype), index));
+                    .add(wire_type(rtype), index);
                 groups.push(Arc::new(address_group(
                     &name,
                     rtype,
@@ -786,7 +839,7 @@ fn address_group(name: &str, rtype: TableType, ttl: u32, rrs: Vec<Box<[u8]>>) ->
             zone_affinity: None,
         },
         counters: GroupCounters {
-            by_record: Box::new([Arc::new(AtomicU64::new(0))]),
+            by_record: RecordCounters::One(Arc::new(AtomicU64::new(0))),
             last_resort: Arc::new(AtomicU64::new(0)),
             locality: None,
         },

@@ -181,7 +181,8 @@ pub fn release_free_memory() {
 /// Why: the kernel maps a file's cached pages 64 KiB around each fault, so start-up (argument
 /// parsing, configuration, the kube client, the first table's parse and compile) leaves most
 /// of the 12 MiB of code resident, and the resident size counts it for as long as the process
-/// lives. Called once, after the first table is served. Only mappings without a private copy
+/// lives; so does each table change (the compiler, the table's parse and build). Called a
+/// second after the tables stop changing. Only mappings without a private copy
 /// (`Anonymous: 0 kB` in `/proc/self/smaps`) are touched: for them `MADV_DONTNEED` discards
 /// nothing the file does not hold. A no-op elsewhere than Linux.
 pub fn release_code_pages() -> u64 {

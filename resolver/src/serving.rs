@@ -190,6 +190,14 @@ impl ServingGroup {
     fn is_from(&self, group: &Arc<CompiledGroup<Value>>) -> bool {
         self.source.as_ref().is_some_and(|s| Arc::ptr_eq(s, group))
     }
+
+    /// Whether `group` has this group's key, name and type: in its place, it leaves the name
+    /// index as it is.
+    fn has_place_of(&self, group: &CompiledGroup<Value>) -> bool {
+        self.wire.key == group.key
+            && self.wire.name == group.name
+            && self.wire.record_type == group.record_type
+    }
 }
 
 /// The groups served at one name, by record type. A name holds at most one group per type, of
@@ -442,32 +450,35 @@ impl ServingTable {
             encoded += 1;
             Arc::new(serving_group(group, local_zone, counters))
         };
-        let (groups, index) = match previous.filter(|p| p.same_layout(table)) {
+        // One pass: each group is the previous table's at the same place while the groups keep
+        // their keys, names and types in order (the index then holds too), else the previous
+        // table's of the same key; reused when encoded from the very same Arc.
+        let mut layout_kept = previous.is_some_and(|p| p.index.table_groups == table.groups.len());
+        let mut groups = Vec::with_capacity(previous.map_or(table.groups.len(), |p| {
+            table.groups.len() + p.groups.len() - p.index.table_groups
+        }));
+        for (place, group) in table.groups.values().enumerate() {
+            let old = previous.and_then(|p| {
+                if layout_kept {
+                    let old = &p.groups[place];
+                    if old.is_from(group) || old.has_place_of(group) {
+                        return Some(old);
+                    }
+                    layout_kept = false;
+                }
+                Some(&p.groups[*p.index.by_key.get(&group.key)? as usize])
+            });
+            groups.push(match old.filter(|old| old.is_from(group)) {
+                Some(old) => old.clone(),
+                None => encode(group),
+            });
+        }
+        let index = match previous.filter(|_| layout_kept) {
             Some(p) => {
-                let mut groups = Vec::with_capacity(p.groups.len());
-                for (old, group) in p.table_groups().iter().zip(table.groups.values()) {
-                    groups.push(if old.is_from(group) {
-                        old.clone()
-                    } else {
-                        encode(group)
-                    });
-                }
                 groups.extend(p.groups[p.index.table_groups..].iter().cloned());
-                (groups, p.index.clone())
+                p.index.clone()
             }
-            None => {
-                let reuse = |group: &Arc<CompiledGroup<Value>>| {
-                    let p = previous?;
-                    let old = &p.groups[*p.index.by_key.get(&group.key)? as usize];
-                    old.is_from(group).then(|| old.clone())
-                };
-                let mut groups = Vec::with_capacity(table.groups.len());
-                for group in table.groups.values() {
-                    groups.push(reuse(group).unwrap_or_else(|| encode(group)));
-                }
-                let index = Index::build(zones, &served, &mut groups)?;
-                (groups, Arc::new(index))
-            }
+            None => Arc::new(Index::build(zones, &served, &mut groups)?),
         };
         for zone in &mut served {
             zone.glue = glue(&zone.ns, &index.hosts);
@@ -480,19 +491,6 @@ impl ServingTable {
             local_zone: local_zone.map(Into::into),
             encoded,
         })
-    }
-
-    /// Whether `table`'s groups have, in order, the keys, names and types of this table's:
-    /// then the index of this table is `table`'s too.
-    fn same_layout(&self, table: &RoutingTable<Value>) -> bool {
-        let own = self.table_groups();
-        own.len() == table.groups.len()
-            && own.iter().zip(table.groups.values()).all(|(old, new)| {
-                old.is_from(new)
-                    || (old.wire.key == new.key
-                        && old.wire.name == new.name
-                        && old.wire.record_type == new.record_type)
-            })
     }
 
     /// How many of the table's groups were encoded to build it; the others were shared with

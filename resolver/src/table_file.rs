@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use healthroute_table::{RoutingTable, Value};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 
 use crate::error::Error;
 
@@ -79,7 +80,8 @@ impl Writer {
     pub fn start(path: PathBuf) -> (Offer, Writer) {
         let (tables_tx, tables) = watch::channel(None);
         let (stop, stopped) = oneshot::channel();
-        let task = tokio::spawn(run(path, tables, stopped));
+        let span = tracing::info_span!("table_file", path = %path.display());
+        let task = tokio::spawn(run(path, tables, stopped).instrument(span));
         (Offer(Arc::new(tables_tx)), Writer { stop, task })
     }
 

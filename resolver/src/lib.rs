@@ -23,5 +23,6 @@ pub mod simulate;
 pub mod standalone;
 pub mod state;
 pub mod sys;
+pub mod table_file;
 pub mod udp;
 pub mod wire;

@@ -37,6 +37,9 @@ pub struct Metrics {
     pub forwarded: AtomicU64,
     pub upstream_failures: AtomicU64,
     pub tables_loaded: AtomicU64,
+    /// Groups encoded into serving form, over every table loaded: a table that changes one
+    /// group adds one (the others are shared with the table before).
+    pub groups_encoded: AtomicU64,
     started: Instant,
     table_loaded_at_ms: AtomicU64,
 }
@@ -52,6 +55,7 @@ impl Metrics {
             forwarded: AtomicU64::new(0),
             upstream_failures: AtomicU64::new(0),
             tables_loaded: AtomicU64::new(0),
+            groups_encoded: AtomicU64::new(0),
             started: Instant::now(),
             table_loaded_at_ms: AtomicU64::new(0),
         }
@@ -106,8 +110,11 @@ impl Metrics {
         self.latency.record(queries, elapsed);
     }
 
-    pub fn table_loaded(&self) {
+    /// A table is served now; building it encoded `encoded` groups.
+    pub fn table_loaded(&self, encoded: usize) {
         self.tables_loaded.fetch_add(1, Ordering::Relaxed);
+        self.groups_encoded
+            .fetch_add(encoded as u64, Ordering::Relaxed);
         self.table_loaded_at_ms
             .store(self.started.elapsed().as_millis() as u64, Ordering::Relaxed);
     }
@@ -152,6 +159,11 @@ impl Metrics {
             "Routing tables loaded.",
             self.tables_loaded.load(Ordering::Relaxed),
         )?;
+        out.counter(
+            "healthroute_table_groups_encoded_total",
+            "Record groups encoded into serving form; a new table encodes only the groups that changed.",
+            self.groups_encoded.load(Ordering::Relaxed),
+        )?;
         if let Some(table) = table {
             let age_ms = self.started.elapsed().as_millis() as u64
                 - self.table_loaded_at_ms.load(Ordering::Relaxed);
@@ -168,7 +180,7 @@ impl Metrics {
             out.gauges(
                 "healthroute_last_resort",
                 "Whether a group is answering by last resort now.",
-                table.groups().iter().map(|g| {
+                table.groups().map(|g| {
                     (
                         [("record_group", &*g.wire.key)],
                         i64::from(g.wire.last_resort),

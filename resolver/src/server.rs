@@ -2,7 +2,9 @@
 //!
 //! ```text
 //!   table source (standalone compiler, or the published table) ──watch──▶ table task
-//!        table task: ServingTable::build ─▶ ArcSwap store ─▶ last-table file (P2)
+//!        table task: ServingTable::build_from(the table served) ─▶ ArcSwap store
+//!                    ─▶ table_file writer (in the background: the newest table, P2)
+//!                    ─▶ a second without a new table: sys::release_code_pages
 //!   UDP sockets (one per core, SO_REUSEPORT) + TCP listener ──▶ hickory Server ──▶ DnsHandler
 //!   admin listener: /metrics /livez /readyz
 //! ```
@@ -28,6 +30,10 @@ use crate::handler::DnsHandler;
 use crate::metrics::Metrics;
 use crate::serving::{ServingTable, ZoneConfig};
 use crate::state::{ServingCollector, Shared};
+
+/// How long the tables must stay unchanged before the code pages are released
+/// ([`crate::sys::release_code_pages`]): a burst of changes releases them once, after it.
+const CODE_IDLE: Duration = Duration::from_secs(1);
 
 /// How the resolver listens and what it serves.
 #[derive(Debug, Clone)]
@@ -64,6 +70,8 @@ pub struct Running {
     tasks: Vec<tokio::task::JoinHandle<()>>,
     udp_threads: Vec<std::thread::JoinHandle<()>>,
     udp_stop: Arc<std::sync::atomic::AtomicBool>,
+    /// Writes the last-table file; asked at shutdown to write the newest table (P2).
+    table_writer: Option<crate::table_file::Writer>,
 }
 
 impl Running {
@@ -111,6 +119,10 @@ impl Running {
         for t in self.tasks {
             t.abort();
         }
+        // The newest table served goes to disk before the process ends (P2).
+        if let Some(writer) = self.table_writer {
+            writer.finish().await;
+        }
     }
 }
 
@@ -134,7 +146,7 @@ pub async fn start(
     if tables.borrow().is_none()
         && let Some(path) = &config.table_file
     {
-        match read_table_file(path) {
+        match crate::table_file::read(path) {
             Ok(Some(table)) => {
                 let serving = ServingTable::build(
                     &table,
@@ -144,6 +156,8 @@ pub async fn start(
                 )?;
                 shared.store(serving);
                 tracing::info!(path = %path.display(), generation = table.generation, "serving the last table from disk");
+                // Start-up may last while no source answers: its code need not stay resident.
+                crate::sys::release_code_pages();
             }
             Ok(None) => {}
             Err(e) => {
@@ -222,18 +236,31 @@ pub async fn start(
         }
         None => None,
     };
+    // The last-table file is written in the background (P2): the table task never waits.
+    let (table_file, table_writer) = match config.table_file.clone() {
+        Some(path) => {
+            let (offer, writer) = crate::table_file::Writer::start(path);
+            (Some(offer), Some(writer))
+        }
+        None => (None, None),
+    };
     // The table task: every new table becomes the serving snapshot.
     {
         let shared = shared.clone();
         let zones = config.zones.clone();
-        let path = config.table_file.clone();
         let local_zone = config.local_zone.clone();
         let task = async move {
+            // Whether a table was served since the code pages were last released.
+            let mut release_pending = false;
             loop {
                 let current = tables.borrow_and_update().clone();
                 if let Some(table) = current {
                     let previous = shared.table.load_full();
-                    match ServingTable::build(
+                    let building = std::time::Instant::now();
+                    // Built from the table served now: only the groups that changed are
+                    // encoded again.
+                    match ServingTable::build_from(
+                        previous.as_deref(),
                         &table,
                         &zones,
                         local_zone.as_deref(),
@@ -253,29 +280,47 @@ pub async fn start(
                                      and the configured addresses are neither served nor glue (D12)"
                                 );
                             }
+                            let encoded = serving.encoded();
                             shared.store(serving);
                             tracing::info!(
                                 generation = table.generation,
                                 groups = table.groups.len(),
+                                encoded,
+                                build_ms = building.elapsed().as_secs_f64() * 1e3,
                                 "serving a new table"
                             );
-                            if let Some(path) = &path
-                                && let Err(e) = write_table_file(path, &table)
-                            {
-                                tracing::warn!(path = %path.display(), error = %e, "could not write the last-table file");
+                            if let Some(file) = &table_file {
+                                file.table(table.clone());
                             }
                             // The old table is gone once the last query on it ends; what its
                             // build and the compile freed goes back to the system (0.1-0.2 ms
                             // with 2,000 groups).
                             drop(previous);
                             crate::sys::release_free_memory();
+                            release_pending = true;
                         }
                         Err(e) => {
                             tracing::error!(error = %e, "table rejected; still serving the previous one")
                         }
                     }
                 }
-                if tables.changed().await.is_err() {
+                // Once the tables stop changing for a while, the code that parsed, compiled
+                // and built them (and, the first time, start-up's) need not stay resident:
+                // what runs next faults its pages back in (sys::release_code_pages).
+                let changed = if release_pending {
+                    match tokio::time::timeout(CODE_IDLE, tables.changed()).await {
+                        Ok(changed) => changed,
+                        Err(_) => {
+                            release_pending = false;
+                            let kib = crate::sys::release_code_pages();
+                            tracing::debug!(kib, "code pages unmapped");
+                            tables.changed().await
+                        }
+                    }
+                } else {
+                    tables.changed().await
+                };
+                if changed.is_err() {
                     break;
                 }
             }
@@ -327,6 +372,7 @@ pub async fn start(
         tasks,
         udp_threads,
         udp_stop,
+        table_writer,
     })
 }
 
@@ -411,30 +457,6 @@ fn udp_socket(addr: SocketAddr, reuse_port: bool) -> std::io::Result<std::net::U
     Ok(socket.into())
 }
 
-/// The last table, as JSON (P2). A missing file is `None`.
-pub fn read_table_file(path: &std::path::Path) -> Result<Option<RoutingTable<Value>>, Error> {
-    match std::fs::read(path) {
-        Ok(bytes) => Ok(Some(serde_json::from_slice(&bytes)?)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// Writes the table next to `path` and renames it into place, so a crash never leaves half a
-/// file.
-pub fn write_table_file(path: &std::path::Path, table: &RoutingTable<Value>) -> Result<(), Error> {
-    use std::io::Write;
-    let tmp = path.with_extension("tmp");
-    // Streamed through a small buffer: the whole table as one string would be a transient as
-    // large as the table, and the heap keeps what a transient leaves behind.
-    let file = std::fs::File::create(&tmp)?;
-    let mut out = std::io::BufWriter::new(file);
-    serde_json::to_writer(&mut out, table)?;
-    out.flush()?;
-    drop(out);
-    Ok(std::fs::rename(&tmp, path)?)
-}
-
 #[cfg(test)]
 mod tests {
     use std::os::fd::AsFd;
@@ -458,6 +480,99 @@ mod tests {
         }
     }
 
+    /// One UDP socket on a free loopback port, serving example.com.
+    fn config(table_file: Option<PathBuf>) -> ServeConfig {
+        ServeConfig {
+            listen: vec!["127.0.0.1:0".parse().expect("addr")],
+            admin_listen: None,
+            zones: vec![ZoneConfig {
+                apex: "example.com.".into(),
+                nameservers: vec![],
+                default_ttl: 60,
+                ..ZoneConfig::default()
+            }],
+            upstream: None,
+            upstream_timeout: Duration::from_secs(1),
+            table_file,
+            udp_sockets: 1,
+            udp_cpu_affinity: Affinity::Off,
+            local_zone: None,
+            checker: None,
+            exchange: None,
+            autoshift: None,
+        }
+    }
+
+    /// Waits (at most 2 s) until `running` serves `generation`.
+    async fn served(running: &Running, generation: u64) {
+        for _ in 0..200 {
+            if running
+                .shared
+                .table
+                .load()
+                .as_ref()
+                .is_some_and(|t| t.generation == generation)
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// `n` one-value A groups, `t/g0`..: generation 1.
+    fn groups(n: u8) -> RoutingTable<Value> {
+        use healthroute_table::{Answer, CompiledGroup, RecordType, Selection, Target};
+        let groups = (0..n).map(|i| {
+            let key: Arc<str> = format!("t/g{i}").into();
+            let group = CompiledGroup {
+                key: key.clone(),
+                name: format!("g{i}.example.com.").into(),
+                record_type: RecordType::A,
+                ttl: 30,
+                last_resort: false,
+                selection: Selection::Fixed(Answer {
+                    set_identifier: "x".into(),
+                    target: Target::Values(vec![Value::A([192, 0, 2, i].into())]),
+                }),
+                zone_affinity: None,
+            };
+            (key, Arc::new(group))
+        });
+        RoutingTable {
+            generation: 1,
+            groups: groups.collect(),
+        }
+    }
+
+    // SEM-P11: the table task builds each table from the one served: a table that changes one
+    // group of ten encodes one group (healthroute_table_groups_encoded_total).
+    #[tokio::test]
+    async fn a_new_table_encodes_only_the_groups_it_changed() {
+        let first = groups(10);
+        let (tx, tables) = watch::channel(Some(Arc::new(first.clone())));
+        let running = start(config(None), tables).await.expect("starts");
+        served(&running, 1).await;
+        let encoded = || {
+            running
+                .shared
+                .metrics
+                .groups_encoded
+                .load(std::sync::atomic::Ordering::Relaxed)
+        };
+        assert_eq!(encoded(), 10);
+        let mut next = RoutingTable {
+            generation: 2,
+            ..first
+        };
+        let mut changed = (*next.groups["t/g0"]).clone();
+        changed.ttl = 5;
+        next.groups.insert("t/g0".into(), Arc::new(changed));
+        tx.send_replace(Some(Arc::new(next)));
+        served(&running, 2).await;
+        assert_eq!(encoded(), 11);
+        running.shutdown().await;
+    }
+
     // Every spawned task has a span: what the table task logs says it comes from it.
     #[tokio::test]
     async fn the_table_task_logs_in_its_span() {
@@ -470,32 +585,8 @@ mod tests {
         // This test's thread only: a current-thread runtime runs the spawned tasks here.
         let _guard = tracing::subscriber::set_default(subscriber);
         let (_tx, tables) = watch::channel(Some(Arc::new(RoutingTable::default())));
-        let config = ServeConfig {
-            listen: vec!["127.0.0.1:0".parse().expect("addr")],
-            admin_listen: None,
-            zones: vec![ZoneConfig {
-                apex: "example.com.".into(),
-                nameservers: vec![],
-                default_ttl: 60,
-                ..ZoneConfig::default()
-            }],
-            upstream: None,
-            upstream_timeout: Duration::from_secs(1),
-            table_file: None,
-            udp_sockets: 1,
-            udp_cpu_affinity: Affinity::Off,
-            local_zone: None,
-            checker: None,
-            exchange: None,
-            autoshift: None,
-        };
-        let running = start(config, tables).await.expect("starts");
-        for _ in 0..200 {
-            if running.shared.table.load().is_some() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        let running = start(config(None), tables).await.expect("starts");
+        served(&running, 0).await;
         running.shutdown().await;
         let text = String::from_utf8_lossy(&lines.0.lock().expect("lines")).into_owned();
         let served = text

@@ -21,6 +21,13 @@
 //! the others. A new table replaces the old one atomically (an `ArcSwap` in the process
 //! state, `state::Shared`); a query only reads.
 //!
+//! A new table is built from the one it replaces ([`ServingTable::build_from`]): a group whose
+//! compiled form is the very same `Arc` as the one the previous table was encoded from is
+//! shared with it (`Arc<ServingGroup>`), not encoded again; and while no group is added,
+//! removed, renamed or retyped, the name index (names, keys, nameserver addresses) is shared
+//! too. A health change at 100,000 groups encodes the groups it changed, and copies a vector
+//! of pointers.
+//!
 //! Layer: above `wire` and `counters`, below everything that answers (fastpath, handler,
 //! simulate); it knows nothing of sockets or of the process state.
 
@@ -133,11 +140,38 @@ pub struct SoaTail {
 pub struct GroupCounters {
     /// By the index of the set identifier in the group's selection (answers, or MultiValue
     /// records).
-    pub by_record: Box<[Arc<AtomicU64>]>,
+    by_record: RecordCounters,
     pub last_resort: Arc<AtomicU64>,
     /// With zone affinity: the answers of this resolver's zone view (`same-zone`) or of every
     /// zone (`all-zones`), whichever this table serves (A5).
     pub locality: Option<Arc<AtomicU64>>,
+}
+
+/// The counters of a group's records, by index. Most groups have one record: it is held
+/// inline, without an allocation of its own.
+enum RecordCounters {
+    One(Arc<AtomicU64>),
+    Many(Box<[Arc<AtomicU64>]>),
+}
+
+impl RecordCounters {
+    fn new(mut counters: Vec<Arc<AtomicU64>>) -> Self {
+        match counters.pop() {
+            Some(one) if counters.is_empty() => RecordCounters::One(one),
+            Some(last) => {
+                counters.push(last);
+                RecordCounters::Many(counters.into())
+            }
+            None => RecordCounters::Many(Box::new([])),
+        }
+    }
+
+    fn get(&self, index: usize) -> Option<&AtomicU64> {
+        match self {
+            RecordCounters::One(c) => (index == 0).then_some(&**c),
+            RecordCounters::Many(cs) => cs.get(index).map(|c| &**c),
+        }
+    }
 }
 
 /// One group, ready to answer.
@@ -145,12 +179,65 @@ pub struct ServingGroup {
     /// Its answers as wire RRs (no owner); `name` is the only text copy of its name.
     pub wire: CompiledGroup<Box<[u8]>>,
     pub counters: GroupCounters,
+    /// The compiled group it was encoded from (none for a nameserver's addresses): a later
+    /// table that holds the same `Arc` shares this group instead of encoding it again. Held,
+    /// not just its address, so that the address cannot be reused by another group.
+    source: Option<Arc<CompiledGroup<Value>>>,
 }
 
+impl ServingGroup {
+    /// Whether this group was encoded from `group` itself (the same allocation).
+    fn is_from(&self, group: &Arc<CompiledGroup<Value>>) -> bool {
+        self.source.as_ref().is_some_and(|s| Arc::ptr_eq(s, group))
+    }
+
+    /// Whether `group` has this group's key, name and type: in its place, it leaves the name
+    /// index as it is.
+    fn has_place_of(&self, group: &CompiledGroup<Value>) -> bool {
+        self.wire.key == group.key
+            && self.wire.name == group.name
+            && self.wire.record_type == group.record_type
+    }
+}
+
+/// The groups served at one name, by record type. A name holds at most one group per type, of
+/// four types (A, AAAA, CNAME, TXT; a nameserver's addresses only where no group is), so four
+/// slots hold them inline: no allocation per name, and no pointer to follow on a lookup. No
+/// slot used: an empty non-terminal.
 #[derive(Default)]
 struct NameEntry {
-    /// Record types served at this name, and their group. Empty for an empty non-terminal.
-    types: Vec<(u16, u32)>,
+    /// Wire record types in the order they were added; 0 marks a free slot.
+    types: [u16; 4],
+    /// The group of each type.
+    groups: [u32; 4],
+}
+
+impl NameEntry {
+    /// No type at all: an empty non-terminal.
+    fn is_empty(&self) -> bool {
+        self.types[0] == 0
+    }
+
+    /// Serves `group` for `rtype` here. A second group of a type already held (a table that
+    /// breaks its invariant) is left out: the first one answers, as it always did.
+    fn add(&mut self, rtype: u16, group: u32) {
+        if rtype == 0 || self.types.contains(&rtype) {
+            return;
+        }
+        if let Some(slot) = self.types.iter().position(|&t| t == 0) {
+            self.types[slot] = rtype;
+            self.groups[slot] = group;
+        }
+    }
+
+    /// The group of `rtype` here.
+    fn get(&self, rtype: u16) -> Option<u32> {
+        if rtype == 0 {
+            return None;
+        }
+        let slot = self.types.iter().position(|&t| t == rtype)?;
+        Some(self.groups[slot])
+    }
 }
 
 /// One step of an answer: the RRs one group picked, owned by the question name (the first
@@ -292,17 +379,34 @@ impl Outcome<'_> {
 pub struct ServingTable {
     pub generation: u64,
     zones: Vec<ServedZone>,
+    /// The table's groups in key order, then the nameservers' address groups (D12); each
+    /// shared with the tables before and after it for as long as it does not change.
+    groups: Vec<Arc<ServingGroup>>,
+    /// Where each group is found by name and by key.
+    index: Arc<Index>,
+    /// The zone the groups' answers were chosen for (A1).
+    local_zone: Option<Box<str>>,
+    /// How many of the table's groups were encoded for this table (the others are shared
+    /// with the table it was built from).
+    encoded: usize,
+}
+
+/// What the table's groups' keys, names and types decide (with the zones configured): the
+/// same for every table until a group is added, removed, renamed or retyped, and then shared.
+struct Index {
     /// Every served name (lower-case wire form) with its types, plus empty non-terminals.
     names: HashMap<Box<[u8]>, NameEntry>,
-    /// The table's groups, then the nameservers' address groups (D12).
-    groups: Vec<ServingGroup>,
-    /// How many of `groups` are the table's own.
+    /// Groups by key, for alias targets.
+    by_key: HashMap<Arc<str>, u32>,
+    /// How many of the table's groups are the table's own (the nameservers' follow).
     table_groups: usize,
     /// Nameserver names with addresses that a RecordGroup holds (it wins, D12): their
     /// configured addresses are neither served nor given as glue.
     shadowed: Vec<String>,
-    /// Groups by key, for alias targets.
-    by_key: HashMap<Arc<str>, u32>,
+    /// The addresses of the nameservers served here, for glue (D12).
+    hosts: Hosts,
+    /// The zones it was built for.
+    zones: Vec<ZoneConfig>,
 }
 
 impl ServingTable {
@@ -310,6 +414,20 @@ impl ServingTable {
     /// its zone view when it has one for that zone (A1), chosen here, once, so that a query
     /// picks exactly as without affinity. Answers count into `counters`' counters.
     pub fn build(
+        table: &RoutingTable<Value>,
+        zones: &[ZoneConfig],
+        local_zone: Option<&str>,
+        counters: &AnswerCounters,
+    ) -> Result<ServingTable, Error> {
+        Self::build_from(None, table, zones, local_zone, counters)
+    }
+
+    /// [`build`](Self::build), sharing with `previous` (built with the same `counters`) every
+    /// group whose compiled form is the same `Arc` in both tables: only the groups that
+    /// changed are encoded, and the name index is reused while the groups' keys, names and
+    /// types are the same. The result answers exactly as a build from nothing.
+    pub fn build_from(
+        previous: Option<&ServingTable>,
         table: &RoutingTable<Value>,
         zones: &[ZoneConfig],
         local_zone: Option<&str>,
@@ -323,51 +441,66 @@ impl ServingTable {
         // Most specific zone first.
         served.sort_by_key(|z| std::cmp::Reverse(z.apex.len()));
 
-        let mut groups = Vec::with_capacity(table.groups.len());
-        let mut names: HashMap<Box<[u8]>, NameEntry> = HashMap::with_capacity(table.groups.len());
-        let mut by_key: HashMap<Arc<str>, u32> = HashMap::with_capacity(table.groups.len());
-        for group in table.groups.values() {
-            let (wire, same_zone) =
-                group.for_zone(local_zone, &mut |v: &Value| value_rr(v, group.ttl));
-            let group_counters = GroupCounters {
-                by_record: set_identifiers(&wire.selection)
-                    .iter()
-                    .map(|id| counters.record(&group.key, id))
-                    .collect(),
-                last_resort: counters.last_resort(&group.key),
-                locality: group
-                    .zone_affinity
-                    .is_some()
-                    .then(|| counters.locality(&group.key, same_zone)),
-            };
-            let index = groups.len() as u32;
-            let name = wire_name(&group.name);
-            add_empty_non_terminals(&mut names, &served, &name);
-            names
-                .entry(name.into())
-                .or_default()
-                .types
-                .push((wire_type(group.record_type), index));
-            by_key.insert(group.key.clone(), index);
-            groups.push(ServingGroup {
-                wire,
-                counters: group_counters,
+        // Groups answer per zone (A1) and the index follows the zones: another zone or
+        // another zone configuration shares nothing.
+        let previous =
+            previous.filter(|p| p.local_zone.as_deref() == local_zone && p.index.zones == zones);
+        let mut encoded = 0;
+        let mut encode = |group: &Arc<CompiledGroup<Value>>| {
+            encoded += 1;
+            Arc::new(serving_group(group, local_zone, counters))
+        };
+        // One pass: each group is the previous table's at the same place while the groups keep
+        // their keys, names and types in order (the index then holds too), else the previous
+        // table's of the same key; reused when encoded from the very same Arc.
+        let mut layout_kept = previous.is_some_and(|p| p.index.table_groups == table.groups.len());
+        let mut groups = Vec::with_capacity(previous.map_or(table.groups.len(), |p| {
+            table.groups.len() + p.groups.len() - p.index.table_groups
+        }));
+        for (place, group) in table.groups.values().enumerate() {
+            let old = previous.and_then(|p| {
+                if layout_kept {
+                    let old = &p.groups[place];
+                    if old.is_from(group) || old.has_place_of(group) {
+                        return Some(old);
+                    }
+                    layout_kept = false;
+                }
+                Some(&p.groups[*p.index.by_key.get(&group.key)? as usize])
+            });
+            groups.push(match old.filter(|old| old.is_from(group)) {
+                Some(old) => old.clone(),
+                None => encode(group),
             });
         }
-        let table_groups = groups.len();
-        let (hosts, shadowed) = add_nameserver_addresses(zones, &served, &mut names, &mut groups)?;
+        let index = match previous.filter(|_| layout_kept) {
+            Some(p) => {
+                groups.extend(p.groups[p.index.table_groups..].iter().cloned());
+                p.index.clone()
+            }
+            None => Arc::new(Index::build(zones, &served, &mut groups)?),
+        };
         for zone in &mut served {
-            zone.glue = glue(&zone.ns, &hosts);
+            zone.glue = glue(&zone.ns, &index.hosts);
         }
         Ok(ServingTable {
             generation: table.generation,
             zones: served,
-            names,
             groups,
-            table_groups,
-            shadowed,
-            by_key,
+            index,
+            local_zone: local_zone.map(Into::into),
+            encoded,
         })
+    }
+
+    /// How many of the table's groups were encoded to build it; the others were shared with
+    /// the table it was built from.
+    pub fn encoded(&self) -> usize {
+        self.encoded
+    }
+
+    fn table_groups(&self) -> &[Arc<ServingGroup>] {
+        &self.groups[..self.index.table_groups]
     }
 
     pub fn zones(&self) -> &[ServedZone] {
@@ -376,14 +509,14 @@ impl ServingTable {
 
     /// The table's groups (the nameservers' address groups left out: they are configuration,
     /// not RecordGroups, and have no metrics).
-    pub fn groups(&self) -> &[ServingGroup] {
-        &self.groups[..self.table_groups]
+    pub fn groups(&self) -> impl ExactSizeIterator<Item = &ServingGroup> {
+        self.table_groups().iter().map(|g| &**g)
     }
 
     /// Nameserver names given addresses in the configuration that a RecordGroup holds: the
     /// RecordGroup answers for the name, and no glue is given for it (D12).
     pub fn shadowed_nameservers(&self) -> &[String] {
-        &self.shadowed
+        &self.index.shadowed
     }
 
     /// The served zone holding `qname` (lower-case wire form), most specific first.
@@ -422,7 +555,7 @@ impl ServingTable {
                 _ => {}
             }
         }
-        let Some(entry) = self.names.get(qname) else {
+        let Some(entry) = self.index.names.get(qname) else {
             return match (at_apex, qtype) {
                 (true, TYPE_ANY) => Outcome::Apex {
                     zone,
@@ -444,7 +577,7 @@ impl ServingTable {
         };
         let mut chain = Chain::new();
         let end = loop {
-            let group = &self.groups[index as usize];
+            let group: &ServingGroup = &self.groups[index as usize];
             if chain.contains(group) || chain.len() == MAX_CHAIN {
                 break ChainEnd::Cut;
             }
@@ -464,7 +597,7 @@ impl ServingTable {
             let Some(target_zone) = self.zone_of(target) else {
                 break ChainEnd::OutOfZone;
             };
-            match self.names.get(target) {
+            match self.index.names.get(target) {
                 None if target.len() == self.zones[target_zone].apex.len() => {
                     break ChainEnd::NoData { zone: target_zone };
                 }
@@ -484,12 +617,7 @@ impl ServingTable {
     /// The group answering `qtype` at a name: the type itself, else a CNAME (which answers
     /// every type at its name).
     fn find(entry: &NameEntry, qtype: u16) -> Option<u32> {
-        entry
-            .types
-            .iter()
-            .find(|(t, _)| *t == qtype)
-            .or_else(|| entry.types.iter().find(|(t, _)| *t == TYPE_CNAME))
-            .map(|&(_, i)| i)
+        entry.get(qtype).or_else(|| entry.get(TYPE_CNAME))
     }
 
     /// One group's pick for one query, counted (M1).
@@ -500,7 +628,10 @@ impl ServingTable {
         tally: &mut Tally<'a>,
     ) -> Option<Step<'a>> {
         let resolved = resolve_with(&group.wire, rng, |key| {
-            self.by_key.get(key).map(|&i| &self.groups[i as usize].wire)
+            self.index
+                .by_key
+                .get(key)
+                .map(|&i| &self.groups[i as usize].wire)
         })?;
         let counters = &group.counters;
         match (&group.wire.selection, &resolved.values) {
@@ -540,6 +671,67 @@ impl ServingTable {
     }
 }
 
+/// `group` ready to answer for a resolver in `local_zone` (A1), its answers counted into
+/// `counters`' counters for it (M1).
+fn serving_group(
+    group: &Arc<CompiledGroup<Value>>,
+    local_zone: Option<&str>,
+    counters: &AnswerCounters,
+) -> ServingGroup {
+    let (wire, same_zone) = group.for_zone(local_zone, &mut |v: &Value| value_rr(v, group.ttl));
+    let group_counters = GroupCounters {
+        by_record: RecordCounters::new(
+            set_identifiers(&wire.selection)
+                .iter()
+                .map(|id| counters.record(&group.key, id))
+                .collect(),
+        ),
+        last_resort: counters.last_resort(&group.key),
+        locality: group
+            .zone_affinity
+            .is_some()
+            .then(|| counters.locality(&group.key, same_zone)),
+    };
+    ServingGroup {
+        wire,
+        counters: group_counters,
+        source: Some(group.clone()),
+    }
+}
+
+impl Index {
+    /// The index of `groups` (the table's, in key order), served in `served` (built from
+    /// `zones`); appends the nameservers' address groups to `groups` (D12).
+    fn build(
+        zones: &[ZoneConfig],
+        served: &[ServedZone],
+        groups: &mut Vec<Arc<ServingGroup>>,
+    ) -> Result<Index, Error> {
+        let mut names: HashMap<Box<[u8]>, NameEntry> = HashMap::with_capacity(groups.len());
+        let mut by_key: HashMap<Arc<str>, u32> = HashMap::with_capacity(groups.len());
+        for (index, group) in groups.iter().enumerate() {
+            let index = index as u32;
+            let name = wire_name(&group.wire.name);
+            add_empty_non_terminals(&mut names, served, &name);
+            names
+                .entry(name.into())
+                .or_default()
+                .add(wire_type(group.wire.record_type), index);
+            by_key.insert(group.wire.key.clone(), index);
+        }
+        let table_groups = groups.len();
+        let (hosts, shadowed) = add_nameserver_addresses(zones, served, &mut names, groups)?;
+        Ok(Index {
+            names,
+            by_key,
+            table_groups,
+            shadowed,
+            hosts,
+            zones: zones.to_vec(),
+        })
+    }
+}
+
 /// Names between `name` and the apex of its zone (empty non-terminals) exist: NODATA, not
 /// NXDOMAIN (D2).
 fn add_empty_non_terminals(
@@ -570,7 +762,7 @@ fn add_nameserver_addresses(
     zones: &[ZoneConfig],
     served: &[ServedZone],
     names: &mut HashMap<Box<[u8]>, NameEntry>,
-    groups: &mut Vec<ServingGroup>,
+    groups: &mut Vec<Arc<ServingGroup>>,
 ) -> Result<(Hosts, Vec<String>), Error> {
     let mut hosts = Hosts::new();
     let mut shadowed = Vec::new();
@@ -583,10 +775,7 @@ fn add_nameserver_addresses(
             {
                 continue;
             }
-            if names
-                .get(wire.as_slice())
-                .is_some_and(|e| !e.types.is_empty())
-            {
+            if names.get(wire.as_slice()).is_some_and(|e| !e.is_empty()) {
                 if !shadowed.contains(&name) {
                     shadowed.push(name);
                 }
@@ -615,9 +804,13 @@ fn add_nameserver_addresses(
                 names
                     .entry(wire.clone().into())
                     .or_default()
-                    .types
-                    .push((wire_type(rtype), index));
-                groups.push(address_group(&name, rtype, z.default_ttl, rrs.clone()));
+                    .add(wire_type(rtype), index);
+                groups.push(Arc::new(address_group(
+                    &name,
+                    rtype,
+                    z.default_ttl,
+                    rrs.clone(),
+                )));
                 sets.push(rrs.into());
             }
             hosts.insert(wire.into(), sets);
@@ -644,10 +837,11 @@ fn address_group(name: &str, rtype: TableType, ttl: u32, rrs: Vec<Box<[u8]>>) ->
             zone_affinity: None,
         },
         counters: GroupCounters {
-            by_record: Box::new([Arc::new(AtomicU64::new(0))]),
+            by_record: RecordCounters::One(Arc::new(AtomicU64::new(0))),
             last_resort: Arc::new(AtomicU64::new(0)),
             locality: None,
         },
+        source: None,
     }
 }
 
@@ -769,5 +963,350 @@ fn soa_tail(apex_wire: &[u8], mname: &str, rname: &str, serial: u32, minimum: u3
     SoaTail {
         bytes: rr(TYPE_SOA, minimum, &rdata),
         apex_pointers: apex_pointers.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::net::Ipv4Addr;
+
+    use healthroute_table::{RecordType, ZoneViews};
+
+    use super::*;
+    use crate::wire::TYPE_TXT;
+
+    fn a(last: u8) -> Value {
+        Value::A(Ipv4Addr::new(192, 0, 2, last))
+    }
+
+    fn answer(id: &str, target: Target<Value>) -> Answer<Value> {
+        Answer {
+            set_identifier: id.into(),
+            target,
+        }
+    }
+
+    fn group(
+        key: &str,
+        name: &str,
+        rtype: RecordType,
+        selection: Selection<Value>,
+    ) -> CompiledGroup<Value> {
+        CompiledGroup {
+            key: key.into(),
+            name: name.into(),
+            record_type: rtype,
+            ttl: 30,
+            last_resort: false,
+            selection,
+            zone_affinity: None,
+        }
+    }
+
+    /// One group of each kind: weighted, MultiValue over more than eight values, a CNAME chain,
+    /// an alias, TXT, zone views, a name below another, and a RecordGroup at a nameserver's name.
+    fn table(generation: u64) -> RoutingTable<Value> {
+        let weighted = Selection::weighted([
+            (70, answer("blue", Target::Values(vec![a(1)]))),
+            (30, answer("green", Target::Values(vec![a(2), a(3)]))),
+        ])
+        .expect("weights");
+        let mut with_views = group(
+            "t/zonal",
+            "zonal.example.com.",
+            RecordType::A,
+            weighted.clone(),
+        );
+        with_views.zone_affinity = Some(Box::new(ZoneViews {
+            zones: BTreeMap::from([(
+                "zone-a".into(),
+                Selection::Fixed(answer("blue", Target::Values(vec![a(1)]))),
+            )]),
+        }));
+        let groups = [
+            group("t/api", "api.example.com.", RecordType::A, weighted),
+            group(
+                "t/many",
+                "many.example.com.",
+                RecordType::A,
+                Selection::MultiValue {
+                    set_identifiers: vec!["one".into(), "two".into()],
+                    pool: (10..22).map(a).collect(),
+                    owners: (0..12).map(|i| i % 2).collect(),
+                },
+            ),
+            group(
+                "t/www",
+                "www.example.com.",
+                RecordType::Cname,
+                Selection::Fixed(answer(
+                    "x",
+                    Target::Values(vec![Value::Cname("api.example.com.".into())]),
+                )),
+            ),
+            group(
+                "t/alias",
+                "b.deep.example.com.",
+                RecordType::A,
+                Selection::Fixed(answer("via", Target::Alias("t/api".into()))),
+            ),
+            group(
+                "t/txt",
+                "api.example.com.",
+                RecordType::Txt,
+                Selection::Fixed(answer(
+                    "x",
+                    Target::Values(vec![Value::Txt("hello".into())]),
+                )),
+            ),
+            group(
+                "t/ns2",
+                "ns2.example.com.",
+                RecordType::A,
+                Selection::Fixed(answer("x", Target::Values(vec![a(53)]))),
+            ),
+            with_views,
+        ];
+        RoutingTable {
+            generation,
+            groups: groups
+                .into_iter()
+                .map(|g| (g.key.clone(), Arc::new(g)))
+                .collect(),
+        }
+    }
+
+    fn zones() -> Vec<ZoneConfig> {
+        vec![ZoneConfig {
+            apex: "example.com.".into(),
+            nameservers: vec![
+                NameServer {
+                    name: "ns1.example.com.".into(),
+                    addresses: vec![[198, 51, 100, 1].into()],
+                },
+                NameServer {
+                    name: "ns2.example.com.".into(),
+                    addresses: vec![[198, 51, 100, 2].into()],
+                },
+            ],
+            default_ttl: 60,
+            ..ZoneConfig::default()
+        }]
+    }
+
+    /// What `t` answers to each question a table of [`table`]'s names can be asked, with the
+    /// same seeded draws, and its zones' records: equal texts answer alike.
+    fn answers(t: &ServingTable) -> String {
+        let mut out = answers_at(t, &NAMES);
+        for z in t.zones() {
+            out += &format!("zone {:?} {:?} {:?} {:?}\n", z.apex, z.soa, z.ns, z.glue);
+        }
+        out += &format!("shadowed {:?}\n", t.shadowed_nameservers());
+        out
+    }
+
+    const NAMES: [&str; 12] = [
+        "example.com.",
+        "api.example.com.",
+        "many.example.com.",
+        "www.example.com.",
+        "b.deep.example.com.",
+        "deep.example.com.",
+        "zonal.example.com.",
+        "ns1.example.com.",
+        "ns2.example.com.",
+        "new.example.com.",
+        "nothing.example.com.",
+        "elsewhere.org.",
+    ];
+
+    /// What `t` answers at `names`, to every type, with the same seeded draws.
+    fn answers_at(t: &ServingTable, names: &[&str]) -> String {
+        let mut out = String::new();
+        for name in names {
+            for qtype in [
+                TYPE_A, TYPE_AAAA, TYPE_CNAME, TYPE_TXT, TYPE_SOA, TYPE_NS, TYPE_ANY,
+            ] {
+                let mut rng = fastrand::Rng::with_seed(7);
+                for _ in 0..20 {
+                    let mut tally = Tally::default();
+                    let outcome = t.lookup(&wire_name(name), qtype, &mut rng, &mut tally);
+                    out += &format!("{name} {qtype}: {}\n", render(&outcome));
+                }
+            }
+        }
+        out
+    }
+
+    fn render(outcome: &Outcome<'_>) -> String {
+        match outcome {
+            Outcome::Answer { zone, chain, end } => {
+                let mut s = format!("zone {zone}, {end:?}:");
+                for step in chain.iter() {
+                    s += &format!(" {}", step.group.wire.key);
+                    step.values.for_each(|rr| s += &format!(" {rr:?}"));
+                }
+                s
+            }
+            Outcome::Apex { zone, records } => format!("zone {zone}, apex {records:?}"),
+            Outcome::NoData { zone } => format!("zone {zone}, NODATA"),
+            Outcome::NxDomain { zone } => format!("zone {zone}, NXDOMAIN"),
+            Outcome::NotServed => "not served".into(),
+        }
+    }
+
+    fn replace(table: &mut RoutingTable<Value>, key: &str, g: CompiledGroup<Value>) {
+        table.groups.insert(key.into(), Arc::new(g));
+    }
+
+    // SEM-P11 (a change costs what changed): a table that changes one group's answers encodes
+    // that group only; every other group, and the name index, is the previous table's; and it
+    // answers exactly as a table built from nothing.
+    #[test]
+    fn a_change_of_one_group_encodes_that_group_only() {
+        let counters = AnswerCounters::default();
+        for local_zone in [None, Some("zone-a")] {
+            let first_table = table(1);
+            let first =
+                ServingTable::build(&first_table, &zones(), local_zone, &counters).expect("builds");
+            assert_eq!(first.encoded(), first_table.groups.len());
+
+            let mut next_table = RoutingTable {
+                generation: 2,
+                ..first_table.clone()
+            };
+            replace(
+                &mut next_table,
+                "t/api",
+                group(
+                    "t/api",
+                    "api.example.com.",
+                    RecordType::A,
+                    Selection::Fixed(answer("green", Target::Values(vec![a(2), a(3)]))),
+                ),
+            );
+            let next = ServingTable::build_from(
+                Some(&first),
+                &next_table,
+                &zones(),
+                local_zone,
+                &counters,
+            )
+            .expect("builds");
+            assert_eq!(next.encoded(), 1);
+            assert!(
+                Arc::ptr_eq(&first.index, &next.index),
+                "the index is shared"
+            );
+            let shared = first
+                .groups
+                .iter()
+                .zip(&next.groups)
+                .filter(|(a, b)| Arc::ptr_eq(a, b))
+                .count();
+            assert_eq!(shared, first.groups.len() - 1, "all but t/api");
+
+            let full =
+                ServingTable::build(&next_table, &zones(), local_zone, &counters).expect("builds");
+            assert_eq!(answers(&next), answers(&full));
+            let api = ["api.example.com.", "b.deep.example.com."];
+            assert_ne!(
+                answers_at(&next, &api),
+                answers_at(&first, &api),
+                "the change is served, through the alias too"
+            );
+        }
+    }
+
+    // SEM-P11 SEM-D12: adding, removing and renaming groups rebuilds the name index but encodes
+    // only the groups that are new or changed; the answers (nameserver addresses and glue
+    // included) are a full build's. Another zone, or a table from elsewhere, shares nothing.
+    #[test]
+    fn added_removed_and_renamed_groups_rebuild_the_index_only() {
+        let counters = AnswerCounters::default();
+        let first_table = table(1);
+        let first = ServingTable::build(&first_table, &zones(), None, &counters).expect("builds");
+        let total = first_table.groups.len();
+
+        let check = |next_table: &RoutingTable<Value>, encoded: usize| {
+            let next =
+                ServingTable::build_from(Some(&first), next_table, &zones(), None, &counters)
+                    .expect("builds");
+            let full = ServingTable::build(next_table, &zones(), None, &counters).expect("builds");
+            assert_eq!(next.encoded(), encoded);
+            assert_eq!(answers(&next), answers(&full));
+            next
+        };
+
+        // Only the generation moves: nothing is encoded, the SOA serial follows.
+        let same = check(
+            &RoutingTable {
+                generation: 9,
+                ..first_table.clone()
+            },
+            0,
+        );
+        assert!(Arc::ptr_eq(&first.index, &same.index));
+        assert_ne!(first.zones()[0].soa, same.zones()[0].soa);
+
+        let mut added = first_table.clone();
+        replace(
+            &mut added,
+            "t/new",
+            group(
+                "t/new",
+                "new.example.com.",
+                RecordType::A,
+                Selection::Fixed(answer("x", Target::Values(vec![a(99)]))),
+            ),
+        );
+        let next = check(&added, 1);
+        assert!(
+            !Arc::ptr_eq(&first.index, &next.index),
+            "a new name: a new index"
+        );
+
+        let mut removed = first_table.clone();
+        removed.groups.remove("t/ns2");
+        let next = check(&removed, 0);
+        assert!(
+            next.shadowed_nameservers().is_empty(),
+            "ns2's configured address is served again"
+        );
+
+        let mut renamed = first_table.clone();
+        replace(
+            &mut renamed,
+            "t/txt",
+            group(
+                "t/txt",
+                "nothing.example.com.",
+                RecordType::Txt,
+                Selection::Fixed(answer(
+                    "x",
+                    Target::Values(vec![Value::Txt("moved".into())]),
+                )),
+            ),
+        );
+        check(&renamed, 1);
+
+        let elsewhere = ServingTable::build_from(
+            Some(&first),
+            &first_table,
+            &zones(),
+            Some("zone-a"),
+            &counters,
+        )
+        .expect("builds");
+        assert_eq!(elsewhere.encoded(), total, "another zone's answers");
+        let fresh = ServingTable::build_from(Some(&first), &table(1), &zones(), None, &counters)
+            .expect("builds");
+        assert_eq!(
+            fresh.encoded(),
+            total,
+            "equal groups, but not the same ones"
+        );
+        assert_eq!(answers(&fresh), answers(&first));
     }
 }

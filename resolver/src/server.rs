@@ -4,7 +4,6 @@
 //!   table source (standalone compiler, or the published table) ──watch──▶ table task
 //!        table task: ServingTable::build_from(the table served) ─▶ ArcSwap store
 //!                    ─▶ table_file writer (in the background: the newest table, P2)
-//!                    ─▶ a second without a new table: sys::release_code_pages
 //!   UDP sockets (one per core, SO_REUSEPORT) + TCP listener ──▶ hickory Server ──▶ DnsHandler
 //!   admin listener: /metrics /livez /readyz
 //! ```
@@ -30,10 +29,6 @@ use crate::handler::DnsHandler;
 use crate::metrics::Metrics;
 use crate::serving::{ServingTable, ZoneConfig};
 use crate::state::{ServingCollector, Shared};
-
-/// How long the tables must stay unchanged before the code pages are released
-/// ([`crate::sys::release_code_pages`]): a burst of changes releases them once, after it.
-const CODE_IDLE: Duration = Duration::from_secs(1);
 
 /// How the resolver listens and what it serves.
 #[derive(Debug, Clone)]
@@ -156,8 +151,6 @@ pub async fn start(
                 )?;
                 shared.store(serving);
                 tracing::info!(path = %path.display(), generation = table.generation, "serving the last table from disk");
-                // Start-up may last while no source answers: its code need not stay resident.
-                crate::sys::release_code_pages();
             }
             Ok(None) => {}
             Err(e) => {
@@ -250,8 +243,6 @@ pub async fn start(
         let zones = config.zones.clone();
         let local_zone = config.local_zone.clone();
         let task = async move {
-            // Whether a table was served since the code pages were last released.
-            let mut release_pending = false;
             loop {
                 let current = tables.borrow_and_update().clone();
                 if let Some(table) = current {
@@ -297,29 +288,13 @@ pub async fn start(
                             // with 2,000 groups).
                             drop(previous);
                             crate::sys::release_free_memory();
-                            release_pending = true;
                         }
                         Err(e) => {
                             tracing::error!(error = %e, "table rejected; still serving the previous one")
                         }
                     }
                 }
-                // Once the tables stop changing for a while, the code that parsed, compiled
-                // and built them (and, the first time, start-up's) need not stay resident:
-                // what runs next faults its pages back in (sys::release_code_pages).
-                let changed = if release_pending {
-                    match tokio::time::timeout(CODE_IDLE, tables.changed()).await {
-                        Ok(changed) => changed,
-                        Err(_) => {
-                            release_pending = false;
-                            let kib = crate::sys::release_code_pages();
-                            tracing::debug!(kib, "code pages unmapped");
-                            tables.changed().await
-                        }
-                    }
-                } else {
-                    tables.changed().await
-                };
+                let changed = tables.changed().await;
                 if changed.is_err() {
                     break;
                 }

@@ -1,8 +1,7 @@
 //! The calls the safe crates do not wrap (soundly): `sendmmsg(2)`, to send a batch of UDP
 //! replies in one call (nix wraps it, but reading its result count walks address storage
-//! that a send never fills), the `IP_MTU_DISCOVER` socket option, glibc's `malloc_trim(3)`
-//! and `mallopt(3)`, and `madvise(2)` to unmap start-up code. This is the only module of the
-//! workspace that may use `unsafe`.
+//! that a send never fills), the `IP_MTU_DISCOVER` socket option, and glibc's
+//! `malloc_trim(3)`. This is the only module of the workspace that may use `unsafe`.
 #![allow(unsafe_code)]
 
 use std::io::{self, IoSlice};
@@ -172,129 +171,6 @@ pub fn release_free_memory() {
     }
 }
 
-/// Unmaps the pages of the read-only file mappings of the process (its code and read-only
-/// data, and the shared libraries') that hold no private copy, and returns how many KiB were
-/// resident in them. The pages stay in the page cache: what runs afterwards maps its pages
-/// back with a minor fault (no disk read while the cache keeps them), so only the code in use
-/// stays resident.
-///
-/// Why: the kernel maps a file's cached pages 64 KiB around each fault, so start-up (argument
-/// parsing, configuration, the kube client, the first table's parse and compile) leaves most
-/// of the 12 MiB of code resident, and the resident size counts it for as long as the process
-/// lives; so does each table change (the compiler, the table's parse and build). Called a
-/// second after the tables stop changing. Only mappings without a private copy
-/// (`Anonymous: 0 kB` in `/proc/self/smaps`) are touched: for them `MADV_DONTNEED` discards
-/// nothing the file does not hold. A no-op elsewhere than Linux.
-pub fn release_code_pages() -> u64 {
-    #[cfg(target_os = "linux")]
-    {
-        let Ok(smaps) = std::fs::read_to_string("/proc/self/smaps") else {
-            return 0;
-        };
-        let mut released = 0;
-        for m in read_only_file_mappings(&smaps) {
-            // SAFETY: the range is a whole mapping of this process, read-only, file-backed and
-            // without private pages: dropping its pages loses nothing, and any later access
-            // faults them back in from the page cache.
-            let rc =
-                unsafe { libc::madvise(m.start as *mut libc::c_void, m.len, libc::MADV_DONTNEED) };
-            if rc == 0 {
-                released += m.rss_kib;
-            }
-        }
-        released
-    }
-    #[cfg(not(target_os = "linux"))]
-    0
-}
-
-/// A mapping [`release_code_pages`] may drop.
-#[derive(Debug, PartialEq, Eq)]
-struct Mapping {
-    start: usize,
-    len: usize,
-    rss_kib: u64,
-}
-
-/// The mappings of an smaps text that are file-backed, not writable, not locked and hold no
-/// anonymous (private, modified) page.
-fn read_only_file_mappings(smaps: &str) -> Vec<Mapping> {
-    struct Current {
-        mapping: Option<Mapping>,
-        anonymous: bool,
-        locked: bool,
-    }
-    let mut out = Vec::new();
-    let mut current: Option<Current> = None;
-    let finish = |c: Option<Current>, out: &mut Vec<Mapping>| {
-        if let Some(Current {
-            mapping: Some(m),
-            anonymous: false,
-            locked: false,
-        }) = c
-        {
-            out.push(m);
-        }
-    };
-    for line in smaps.lines() {
-        let mut fields = line.split_whitespace();
-        let Some(first) = fields.next() else {
-            continue;
-        };
-        if let Some((start, end)) = first.split_once('-')
-            && let (Ok(start), Ok(end)) = (
-                usize::from_str_radix(start, 16),
-                usize::from_str_radix(end, 16),
-            )
-        {
-            // A mapping's header: range, permissions, offset, device, inode, path.
-            finish(current.take(), &mut out);
-            let perms = fields.next().unwrap_or("");
-            let inode = fields.nth(2).unwrap_or("0");
-            let path = fields.next().unwrap_or("");
-            let wanted = perms.starts_with('r')
-                && !perms.contains('w')
-                && inode != "0"
-                && path.starts_with('/')
-                && end > start;
-            current = Some(Current {
-                mapping: wanted.then_some(Mapping {
-                    start,
-                    len: end - start,
-                    rss_kib: 0,
-                }),
-                anonymous: false,
-                locked: false,
-            });
-            continue;
-        }
-        let Some(c) = current.as_mut() else {
-            continue;
-        };
-        let value = fields
-            .next()
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0);
-        match first {
-            "Rss:" => {
-                if let Some(m) = c.mapping.as_mut() {
-                    m.rss_kib = value;
-                }
-            }
-            "Anonymous:" => c.anonymous = value > 0,
-            "Locked:" => c.locked = value > 0,
-            "VmFlags:" => {
-                c.locked |= line
-                    .split_whitespace()
-                    .any(|f| matches!(f, "lo" | "io" | "pf"))
-            }
-            _ => {}
-        }
-    }
-    finish(current, &mut out);
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use std::net::UdpSocket;
@@ -302,64 +178,6 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-
-    #[test]
-    fn only_read_only_file_mappings_without_private_pages_are_released() {
-        let smaps = "\
-55d0c0000000-55d0c0100000 r--p 00000000 fd:01 42   /usr/bin/healthroute-resolver
-Rss:                1024 kB
-Anonymous:             0 kB
-Locked:                0 kB
-VmFlags: rd mr mw me
-55d0c0100000-55d0c0200000 r-xp 00100000 fd:01 42   /usr/bin/healthroute-resolver
-Rss:                 900 kB
-Anonymous:             0 kB
-VmFlags: rd ex mr mw me
-55d0c0200000-55d0c0210000 r--p 00200000 fd:01 42   /usr/bin/healthroute-resolver
-Rss:                  64 kB
-Anonymous:            64 kB
-VmFlags: rd mr mw me ac
-55d0c0210000-55d0c0214000 rw-p 00210000 fd:01 42   /usr/bin/healthroute-resolver
-Rss:                  16 kB
-Anonymous:            16 kB
-55d0c1000000-55d0c2000000 rw-p 00000000 00:00 0    [heap]
-Rss:                2048 kB
-Anonymous:          2048 kB
-7f0000000000-7f0000001000 r-xp 00000000 fd:01 77   /usr/lib/libc.so.6
-Rss:                   4 kB
-Anonymous:             0 kB
-VmFlags: rd ex mr mw me lo
-7ffd00000000-7ffd00002000 r-xp 00000000 00:00 0    [vdso]
-Rss:                   8 kB
-Anonymous:             0 kB
-";
-        let found = read_only_file_mappings(smaps);
-        assert_eq!(
-            found,
-            [
-                Mapping {
-                    start: 0x55d0c0000000,
-                    len: 0x100000,
-                    rss_kib: 1024
-                },
-                Mapping {
-                    start: 0x55d0c0100000,
-                    len: 0x100000,
-                    rss_kib: 900
-                },
-            ],
-            "not the relocated data (private pages), the writable data, the heap, a locked \
-             mapping or the vDSO"
-        );
-        // This process's own mappings: released, and the code still runs.
-        let _ = release_code_pages();
-        assert!(
-            !read_only_file_mappings(
-                &std::fs::read_to_string("/proc/self/smaps").unwrap_or_default()
-            )
-            .is_empty()
-        );
-    }
 
     #[test]
     fn dont_fragment_sockets_still_deliver() {

@@ -23,6 +23,7 @@ pub mod publish;
 pub mod rbac;
 pub mod readiness;
 pub mod status;
+pub mod watched;
 
 /// The field manager of everything the operator writes with server-side apply: the table's
 /// ConfigMaps and every status.

@@ -6,7 +6,9 @@
 //!  watch RecordGroup, HealthCheck, ZonalShift, ZonalAutoshift, EndpointSlice, Service,
 //!        Node (zone and readiness only), checker Lease
 //!      └──▶ Index::apply ──▶ Compiler upsert_* / delete_* / set_heartbeat
-//!                       └──▶ the objects as last seen (their status, for the status writer)
+//!                       └──▶ the objects as last seen, cut to what is read (crate::watched):
+//!                            their status, for the status writer; a RecordGroup's spec is
+//!                            the compiler's alone, an EndpointSlice kept as its endpoints
 //! ```
 //!
 //! A ZonalAutoshift's engine starts from the status its object shows (the engine's memory
@@ -23,7 +25,7 @@ use kube::ResourceExt;
 use kube::runtime::watcher;
 
 use crate::node::WatchedNode;
-use crate::watched::{SERVICE_NAME_LABEL, lean_metadata};
+use crate::watched::{SERVICE_NAME_LABEL, WatchedGroup, lean_metadata};
 use healthroute_api::{
     CHECKER_LABEL, HealthCheck, RecordGroup, SERVED_GENERATION_ANNOTATION, ZonalAutoshift,
     ZonalShift,
@@ -63,7 +65,8 @@ const KINDS: usize = 8;
 /// The watched world, fed into the compiler. Synchronous: tests drive it without a client.
 pub struct Index {
     pub compiler: Compiler,
-    pub groups: BTreeMap<ObjectKey, RecordGroup>,
+    /// RecordGroups as the status writer reads them; their specs are the compiler's.
+    pub groups: BTreeMap<ObjectKey, WatchedGroup>,
     pub checks: BTreeMap<ObjectKey, HealthCheck>,
     pub shifts: BTreeMap<ObjectKey, ZonalShift>,
     pub autoshifts: BTreeMap<ObjectKey, ZonalAutoshift>,
@@ -195,11 +198,10 @@ impl Index {
         }
     }
 
-    fn upsert_group(&mut self, mut g: RecordGroup) {
-        lean_metadata(&mut g.metadata);
+    fn upsert_group(&mut self, g: RecordGroup) {
         let key = key_of(&g);
         self.compiler.upsert_group(key.clone(), group_input(&g));
-        self.groups.insert(key, g);
+        self.groups.insert(key, WatchedGroup::of(g));
     }
     fn delete_group(&mut self, key: &ObjectKey) {
         self.compiler.delete_group(key);
@@ -538,6 +540,12 @@ mod tests {
             "ports": [{"port": 8080}]
         }))
         .expect("valid");
+        let check: HealthCheck = serde_json::from_value(json!({
+            "apiVersion": "healthroute.io/v1alpha1", "kind": "HealthCheck",
+            "metadata": meta("hc", json!({})),
+            "spec": {"type": "TCP", "target": {"address": "192.0.2.1", "port": 80}}
+        }))
+        .expect("valid");
         let service: Service = serde_json::from_value(json!({
             "apiVersion": "v1", "kind": "Service", "metadata": meta("web", json!({})),
             "spec": {"clusterIP": "10.96.0.10", "ports": [{"port": 80}]}
@@ -552,7 +560,7 @@ mod tests {
                 "web",
                 json!({"setIdentifier": "pods", "service": {"name": "web"}}),
             ))),
-            Input::Check(Event::InitApply(check("HTTP"))),
+            Input::Check(Event::InitApply(check)),
             Input::Slice(Event::InitApply(slice)),
             Input::Service(Event::InitApply(service)),
         ]
@@ -565,17 +573,13 @@ mod tests {
         let mut whole = listed(shop(true));
         let mut lean = listed(shop(false));
         let key = ObjectKey::new("shop", "api");
-        let kept = &whole.groups[&key].metadata;
-        assert_eq!(kept.managed_fields, None);
-        assert_eq!(kept.annotations, None);
+        let kept = &whole.groups[&key];
         assert_eq!(kept.generation, Some(1));
         assert_eq!(kept.uid.as_deref(), Some("u-api"));
-        assert_eq!(
-            whole.checks[&ObjectKey::new("shop", "m")]
-                .metadata
-                .managed_fields,
-            None
-        );
+        let check = &whole.checks[&ObjectKey::new("shop", "hc")].metadata;
+        assert_eq!(check.managed_fields, None);
+        assert_eq!(check.annotations, None);
+        assert_eq!(check.uid.as_deref(), Some("u-hc"));
         let now = jiff::Timestamp::from_second(1_800_000_000).expect("valid");
         whole.compiler.compile(now);
         lean.compiler.compile(now);

@@ -26,7 +26,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 
-use k8s_openapi::api::core::v1::{Service, ServiceSpec};
+use k8s_openapi::api::core::v1::{ObjectReference, Service, ServiceSpec};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointSlice};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use kube::Resource;
@@ -34,7 +34,9 @@ use kube::runtime::watcher;
 use serde::de::{IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
-use healthroute_api::{GROUP, HealthCheck, RecordGroup, ZonalAutoshift, ZonalShift};
+use healthroute_api::{
+    GROUP, HealthCheck, ObjectKey, RecordGroup, RecordGroupStatus, ZonalAutoshift, ZonalShift,
+};
 
 /// The label that names an EndpointSlice's Service.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
@@ -327,6 +329,41 @@ impl LeanKind for Service {
             }),
             status: None,
         })
+    }
+}
+
+/// A RecordGroup as the index keeps it: what the status writer and a new leader's read-back
+/// read (its uid, its generation, its status as watched). Its spec and labels are the
+/// compiler's ([`healthroute_compiler::Compiler::group_specs`]), kept once; the key holds
+/// its name and namespace.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct WatchedGroup {
+    pub uid: Option<String>,
+    /// `metadata.generation`: what the status's `observedGeneration` says.
+    pub generation: Option<i64>,
+    pub status: Option<RecordGroupStatus>,
+}
+
+impl WatchedGroup {
+    /// What the index keeps of `group` (its spec and labels go to the compiler).
+    pub fn of(group: RecordGroup) -> Self {
+        WatchedGroup {
+            uid: group.metadata.uid,
+            generation: group.metadata.generation,
+            status: group.status,
+        }
+    }
+
+    /// The group as the object of an Event (what `Resource::object_ref` gives for it).
+    pub fn object_ref(&self, key: &ObjectKey) -> ObjectReference {
+        ObjectReference {
+            api_version: Some(RecordGroup::api_version(&()).into_owned()),
+            kind: Some(RecordGroup::kind(&()).into_owned()),
+            name: Some(key.name.to_string()),
+            namespace: (!key.namespace.is_empty()).then(|| key.namespace.to_string()),
+            uid: self.uid.clone(),
+            ..ObjectReference::default()
+        }
     }
 }
 

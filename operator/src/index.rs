@@ -6,7 +6,9 @@
 //!  watch RecordGroup, HealthCheck, ZonalShift, ZonalAutoshift, EndpointSlice, Service,
 //!        Node (zone and readiness only), checker Lease
 //!      └──▶ Index::apply ──▶ Compiler upsert_* / delete_* / set_heartbeat
-//!                       └──▶ the objects as last seen (their status, for the status writer)
+//!                       └──▶ the objects as last seen, cut to what is read (crate::watched):
+//!                            their status, for the status writer; a RecordGroup's spec is
+//!                            the compiler's alone, an EndpointSlice kept as its endpoints
 //! ```
 //!
 //! A ZonalAutoshift's engine starts from the status its object shows (the engine's memory
@@ -23,14 +25,15 @@ use kube::ResourceExt;
 use kube::runtime::watcher;
 
 use crate::node::WatchedNode;
+use crate::watched::{SERVICE_NAME_LABEL, WatchedGroup, lean_metadata};
 use healthroute_api::{
     CHECKER_LABEL, HealthCheck, RecordGroup, SERVED_GENERATION_ANNOTATION, ZonalAutoshift,
     ZonalShift,
 };
 use healthroute_compiler::manifests::{cluster_ips, endpoints_from_slices, group_input};
 use healthroute_compiler::{
-    AutoshiftInput, CheckInput, CheckerView, Compiler, NodeInput, ObjectKey, ServedZones,
-    ShiftInput,
+    AutoshiftInput, CheckInput, CheckerView, Compiler, EndpointInput, NodeInput, ObjectKey,
+    ServedZones, ServiceEndpoints, ShiftInput,
 };
 
 /// One event from one watch.
@@ -62,7 +65,8 @@ const KINDS: usize = 8;
 /// The watched world, fed into the compiler. Synchronous: tests drive it without a client.
 pub struct Index {
     pub compiler: Compiler,
-    pub groups: BTreeMap<ObjectKey, RecordGroup>,
+    /// RecordGroups as the status writer reads them; their specs are the compiler's.
+    pub groups: BTreeMap<ObjectKey, WatchedGroup>,
     pub checks: BTreeMap<ObjectKey, HealthCheck>,
     /// The customers' ZonalShifts: the compiler's inputs.
     pub shifts: BTreeMap<ObjectKey, ZonalShift>,
@@ -73,7 +77,8 @@ pub struct Index {
     nodes: BTreeMap<String, NodeInput>,
     /// Whether the last Node event changed what detection reads.
     node_changed: bool,
-    slices: BTreeMap<ObjectKey, EndpointSlice>,
+    /// Each EndpointSlice as the compiler reads it (not the object: see [`SliceEndpoints`]).
+    slices: BTreeMap<ObjectKey, SliceEndpoints>,
     /// The slices of each Service, so that one slice's change reads only its Service's.
     slices_of: HashMap<ObjectKey, BTreeSet<ObjectKey>>,
     cluster_ips: BTreeMap<ObjectKey, Vec<std::net::IpAddr>>,
@@ -82,6 +87,15 @@ pub struct Index {
     /// Keys listed since a watch restarted (Init): the others are gone at InitDone.
     relist: HashMap<Kind, BTreeSet<ObjectKey>>,
     synced: BTreeSet<u8>,
+}
+
+/// What the index keeps of an EndpointSlice: its Service and its endpoints, read as the
+/// compiler reads them (`endpoints_from_slices`), so that a Service's endpoints are rebuilt
+/// from its slices without keeping the objects (their managed fields, target references and
+/// ports are most of their size, and nothing reads them).
+struct SliceEndpoints {
+    service: Option<ObjectKey>,
+    endpoints: Vec<EndpointInput>,
 }
 
 fn key_of<K: ResourceExt>(o: &K) -> ObjectKey {
@@ -194,14 +208,15 @@ impl Index {
     fn upsert_group(&mut self, g: RecordGroup) {
         let key = key_of(&g);
         self.compiler.upsert_group(key.clone(), group_input(&g));
-        self.groups.insert(key, g);
+        self.groups.insert(key, WatchedGroup::of(g));
     }
     fn delete_group(&mut self, key: &ObjectKey) {
         self.compiler.delete_group(key);
         self.groups.remove(key);
     }
 
-    fn upsert_check(&mut self, c: HealthCheck) {
+    fn upsert_check(&mut self, mut c: HealthCheck) {
+        lean_metadata(&mut c.metadata);
         let key = key_of(&c);
         let status = c.status.clone().unwrap_or_default();
         let mut input = CheckInput::new(c.spec.clone());
@@ -237,7 +252,8 @@ impl Index {
         self.checks.remove(key);
     }
 
-    fn upsert_shift(&mut self, s: ZonalShift) {
+    fn upsert_shift(&mut self, mut s: ZonalShift) {
+        lean_metadata(&mut s.metadata);
         let key = key_of(&s);
         if healthroute_api::is_engine_shift(&s) {
             // A mirror of an engine's shift (AS13): shown, never compiled.
@@ -264,7 +280,8 @@ impl Index {
         self.engine_shifts.remove(key);
     }
 
-    fn upsert_autoshift(&mut self, a: ZonalAutoshift) {
+    fn upsert_autoshift(&mut self, mut a: ZonalAutoshift) {
+        lean_metadata(&mut a.metadata);
         let key = key_of(&a);
         // With its status: the engine starts from it the first time it is seen (AS11).
         self.compiler
@@ -305,22 +322,23 @@ impl Index {
     }
 
     fn service_of(slice: &EndpointSlice) -> Option<ObjectKey> {
-        let svc = slice.labels().get("kubernetes.io/service-name")?;
+        let svc = slice.labels().get(SERVICE_NAME_LABEL)?;
         Some(ObjectKey::new(slice.namespace().unwrap_or_default(), svc))
     }
 
-    /// Rebuilds one Service's endpoints from all of its slices.
+    /// Rebuilds one Service's endpoints from all of its slices, in the order of their keys.
     fn refresh_service(&mut self, service: &ObjectKey) {
-        let slices: Vec<&EndpointSlice> = self
-            .slices_of
-            .get(service)
-            .into_iter()
-            .flatten()
-            .filter_map(|k| self.slices.get(k))
-            .collect();
-        let mut endpoints = endpoints_from_slices(slices)
-            .remove(service)
-            .unwrap_or_default();
+        let mut endpoints = ServiceEndpoints {
+            endpoints: self
+                .slices_of
+                .get(service)
+                .into_iter()
+                .flatten()
+                .filter_map(|k| self.slices.get(k))
+                .flat_map(|s| s.endpoints.iter().cloned())
+                .collect(),
+            ..ServiceEndpoints::default()
+        };
         endpoints.cluster_ips = self.cluster_ips.get(service).cloned().unwrap_or_default();
         if endpoints.endpoints.is_empty() && endpoints.cluster_ips.is_empty() {
             self.compiler.delete_service(service);
@@ -331,8 +349,15 @@ impl Index {
 
     fn upsert_slice(&mut self, s: EndpointSlice) {
         let key = key_of(&s);
-        let before = self.slices.get(&key).and_then(Self::service_of);
+        let before = self.slices.get(&key).and_then(|s| s.service.clone());
         let after = Self::service_of(&s);
+        // One slice read alone, as all of its Service's would be read together.
+        let mut endpoints = after
+            .as_ref()
+            .and_then(|svc| endpoints_from_slices([&s]).remove(svc))
+            .map(|e| e.endpoints)
+            .unwrap_or_default();
+        endpoints.shrink_to_fit();
         if let Some(old) = &before
             && let Some(set) = self.slices_of.get_mut(old)
         {
@@ -347,13 +372,19 @@ impl Index {
                 .or_default()
                 .insert(key.clone());
         }
-        self.slices.insert(key, s);
+        self.slices.insert(
+            key,
+            SliceEndpoints {
+                service: after.clone(),
+                endpoints,
+            },
+        );
         for svc in before.into_iter().chain(after) {
             self.refresh_service(&svc);
         }
     }
     fn delete_slice(&mut self, key: &ObjectKey) {
-        let Some(svc) = self.slices.remove(key).as_ref().and_then(Self::service_of) else {
+        let Some(svc) = self.slices.remove(key).and_then(|s| s.service) else {
             return;
         };
         if let Some(set) = self.slices_of.get_mut(&svc) {
@@ -484,5 +515,131 @@ mod tests {
         index.apply(Input::Shift(Event::Init));
         index.apply(Input::Shift(Event::InitDone));
         assert!(index.engine_shifts.is_empty());
+    }
+
+    /// Every watch listed once, with `objects` (`InitApply` events) in their lists.
+    fn listed(objects: Vec<Input>) -> Index {
+        fn all(init: bool) -> [Input; 8] {
+            fn marker<K>(init: bool) -> Event<K> {
+                if init { Event::Init } else { Event::InitDone }
+            }
+            [
+                Input::Group(marker(init)),
+                Input::Check(marker(init)),
+                Input::Shift(marker(init)),
+                Input::Autoshift(marker(init)),
+                Input::Slice(marker(init)),
+                Input::Service(marker(init)),
+                Input::Node(marker(init)),
+                Input::Lease(marker(init)),
+            ]
+        }
+        let mut index = Index::new(ServedZones::new(["example.com"]).expect("zone"), 60);
+        for input in all(true).into_iter().chain(objects).chain(all(false)) {
+            index.apply(input);
+        }
+        index
+    }
+
+    /// The objects of a small namespace as the API server sends them, with managed fields and
+    /// a last-applied configuration (`whole`), or without (what the watches read).
+    fn shop(whole: bool) -> Vec<Input> {
+        let meta = |name: &str, extra: serde_json::Value| {
+            let mut m = json!({"name": name, "namespace": "shop", "uid": format!("u-{name}"),
+                               "resourceVersion": "1", "generation": 1,
+                               "creationTimestamp": "2026-01-01T00:00:00Z"});
+            if let (Some(m), Some(extra)) = (m.as_object_mut(), extra.as_object()) {
+                m.extend(extra.clone());
+                if whole {
+                    m.insert(
+                        "managedFields".into(),
+                        json!([{
+                        "manager": "kubectl", "operation": "Apply", "fieldsType": "FieldsV1",
+                        "fieldsV1": {"f:metadata": {"f:labels": {}}, "f:spec": {"f:x": {}}}}]),
+                    );
+                    m.insert(
+                        "annotations".into(),
+                        json!({
+                        "kubectl.kubernetes.io/last-applied-configuration": "{\"spec\":{}}"}),
+                    );
+                }
+            }
+            m
+        };
+        let group = |name: &str, record: serde_json::Value| -> RecordGroup {
+            serde_json::from_value(json!({
+                "apiVersion": "healthroute.io/v1alpha1", "kind": "RecordGroup",
+                "metadata": meta(name, json!({"labels": {"team": "a"}})),
+                "spec": {"name": format!("{name}.example.com."), "type": "A",
+                         "routingPolicy": "Simple", "records": [record]}
+            }))
+            .expect("valid")
+        };
+        let slice: EndpointSlice = serde_json::from_value(json!({
+            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": meta("web-x1", json!({"labels": {SERVICE_NAME_LABEL: "web"}})),
+            "addressType": "IPv4",
+            "endpoints": [
+                {"addresses": ["192.0.2.10"], "zone": "zone-a", "nodeName": "n1",
+                 "conditions": {"ready": true},
+                 "targetRef": {"kind": "Pod", "name": "web-1", "namespace": "shop"}},
+                {"addresses": ["192.0.2.11"], "conditions": {"ready": false}}],
+            "ports": [{"port": 8080}]
+        }))
+        .expect("valid");
+        let check: HealthCheck = serde_json::from_value(json!({
+            "apiVersion": "healthroute.io/v1alpha1", "kind": "HealthCheck",
+            "metadata": meta("hc", json!({})),
+            "spec": {"type": "TCP", "target": {"address": "192.0.2.1", "port": 80}}
+        }))
+        .expect("valid");
+        let service: Service = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Service", "metadata": meta("web", json!({})),
+            "spec": {"clusterIP": "10.96.0.10", "ports": [{"port": 80}]}
+        }))
+        .expect("valid");
+        vec![
+            Input::Group(Event::InitApply(group(
+                "api",
+                json!({"setIdentifier": "x", "values": ["192.0.2.1"]}),
+            ))),
+            Input::Group(Event::InitApply(group(
+                "web",
+                json!({"setIdentifier": "pods", "service": {"name": "web"}}),
+            ))),
+            Input::Check(Event::InitApply(check)),
+            Input::Slice(Event::InitApply(slice)),
+            Input::Service(Event::InitApply(service)),
+        ]
+    }
+
+    // The index keeps no managed fields and no one else's annotations, whatever fed it, and
+    // what it keeps compiles to the same table as the whole objects did.
+    #[test]
+    fn objects_are_kept_without_managed_fields_and_compile_the_same() {
+        let mut whole = listed(shop(true));
+        let mut lean = listed(shop(false));
+        let key = ObjectKey::new("shop", "api");
+        let kept = &whole.groups[&key];
+        assert_eq!(kept.generation, Some(1));
+        assert_eq!(kept.uid.as_deref(), Some("u-api"));
+        let check = &whole.checks[&ObjectKey::new("shop", "hc")].metadata;
+        assert_eq!(check.managed_fields, None);
+        assert_eq!(check.annotations, None);
+        assert_eq!(check.uid.as_deref(), Some("u-hc"));
+        let now = jiff::Timestamp::from_second(1_800_000_000).expect("valid");
+        whole.compiler.compile(now);
+        lean.compiler.compile(now);
+        let (a, b) = (whole.compiler.table(), lean.compiler.table());
+        assert_eq!(a.groups, b.groups);
+        assert_eq!(a.groups.len(), 2, "{:?}", a.groups.keys());
+        assert_eq!(
+            whole
+                .compiler
+                .group_status(&ObjectKey::new("shop", "web"))
+                .map(|s| s.healthy_records),
+            Some(Some("1/1".into())),
+            "the ready endpoint of the slice"
+        );
     }
 }

@@ -24,6 +24,7 @@ pub mod publish;
 pub mod rbac;
 pub mod readiness;
 pub mod status;
+pub mod watched;
 pub mod writes;
 
 /// The field manager of everything the operator writes with server-side apply: the table's

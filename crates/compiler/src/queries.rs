@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use healthroute_api::{
-    AppliedStatus, CheckerView, EngineShiftStatus, ObjectKey, RecordGroupStatus, ShiftGroupStatus,
-    ShiftState, ShiftTarget, ShiftType, ZonalAutoshiftStatus, ZonalShiftStatus,
+    AppliedStatus, CheckerView, EngineShiftStatus, ObjectKey, RecordGroupSpec, RecordGroupStatus,
+    ShiftGroupStatus, ShiftState, ShiftTarget, ShiftType, ZonalAutoshiftStatus, ZonalShiftStatus,
 };
 use healthroute_table::{RoutingTable, Selection, Value};
 use jiff::Timestamp;
@@ -29,6 +29,12 @@ impl Compiler {
 
     pub fn group_keys(&self) -> impl Iterator<Item = &ObjectKey> {
         self.groups.keys()
+    }
+
+    /// Every group's spec as last upserted: the one copy a caller that feeds the compiler
+    /// needs to keep (the operator's index keeps none of its own).
+    pub fn group_specs(&self) -> impl Iterator<Item = (&ObjectKey, &RecordGroupSpec)> {
+        self.groups.iter().map(|(k, g)| (k, &g.spec))
     }
 
     pub fn check_health(&self, key: &ObjectKey) -> Option<&CheckHealth> {

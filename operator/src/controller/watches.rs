@@ -1,6 +1,8 @@
 //! Every watch the operator needs, merged into one stream of [`Input`]s. Each watch runs in
 //! a span of its own (`watch{kind=...}`), retries with a bounded backoff, and logs its
-//! failures itself: once a minute per distinct error, not at every retry.
+//! failures itself: once a minute per distinct error, not at every retry. Every kind is read
+//! down to what the operator reads while it is deserialized ([`crate::watched`],
+//! [`crate::node`]): managed fields and the like are never allocated.
 //!
 //! The ZonalAutoshift watch alone takes a kind the API server does not serve (its CRD not
 //! installed yet, as after a `helm upgrade`, which installs no new CRD) as listed and empty, so
@@ -17,6 +19,7 @@ use kube::{Api, Client};
 
 use crate::index::Input;
 use crate::node::WatchedNode;
+use crate::watched::{Lean, SERVICE_NAME_LABEL, unwrap_event};
 use healthroute_admin::retry::{Backoff, ErrorLog};
 use healthroute_api::CHECKER_LABEL;
 use healthroute_api::{HealthCheck, RecordGroup, ZonalAutoshift, ZonalShift};
@@ -126,42 +129,42 @@ pub fn inputs_in(
     let all = watcher::Config::default();
     futures::stream::select_all(vec![
         w(
-            api::<RecordGroup>(client, watched),
+            api::<Lean<RecordGroup>>(client, watched),
             all.clone(),
             "RecordGroup",
-            Input::Group,
+            |e| Input::Group(unwrap_event(e)),
         ),
         w(
-            api::<HealthCheck>(client, watched),
+            api::<Lean<HealthCheck>>(client, watched),
             all.clone(),
             "HealthCheck",
-            Input::Check,
+            |e| Input::Check(unwrap_event(e)),
         ),
         w(
-            api::<ZonalShift>(client, watched),
+            api::<Lean<ZonalShift>>(client, watched),
             all.clone(),
             "ZonalShift",
-            Input::Shift,
+            |e| Input::Shift(unwrap_event(e)),
         ),
         // A new kind: an install upgraded without its CRD still compiles everything else.
         watch(
-            api::<ZonalAutoshift>(client, watched),
+            api::<Lean<ZonalAutoshift>>(client, watched),
             all.clone(),
             "ZonalAutoshift",
-            Input::Autoshift,
+            |e| Input::Autoshift(unwrap_event(e)),
             Unserved::Empty,
         ),
         w(
-            api::<EndpointSlice>(client, watched),
-            watcher::Config::default().labels("kubernetes.io/service-name"),
+            api::<Lean<EndpointSlice>>(client, watched),
+            watcher::Config::default().labels(SERVICE_NAME_LABEL),
             "EndpointSlice",
-            Input::Slice,
+            |e| Input::Slice(unwrap_event(e)),
         ),
         w(
-            api::<Service>(client, watched),
+            api::<Lean<Service>>(client, watched),
             all.clone(),
             "Service",
-            Input::Service,
+            |e| Input::Service(unwrap_event(e)),
         ),
         // Cluster-scoped, and read down to their zone and readiness (crate::node).
         w(

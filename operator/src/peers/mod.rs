@@ -6,7 +6,7 @@
 //!
 //! ```text
 //!  compile (leader) ──▶ PeerChecks::after_compile: only when a group or a check changed
-//!       desired(groups) (recomputed only when a group changed) ─┐
+//!       desired(specs, uids) (recomputed when a group changed) ─┐
 //!       watched HealthChecks ───────────────────────────────────┴▶ plan ──▶ the writes
 //!            ──watch (newest plan only, sent when it differs)──▶ writer task ──▶ SSA / DELETE
 //! ```
@@ -23,8 +23,8 @@ mod plan;
 mod writer;
 
 pub use plan::{
-    DesiredCheck, Owner, PEER_CHECK_LABEL, PEER_FIELD_MANAGER, PeerWrite, desired, is_operators,
-    plan,
+    DesiredCheck, Owner, PEER_CHECK_LABEL, PEER_FIELD_MANAGER, PeerWrite, desired, desired_of,
+    is_operators, plan,
 };
 
 use std::collections::BTreeMap;
@@ -86,7 +86,9 @@ impl PeerChecks {
     /// and hands the plan to the writer when it differs from the last one.
     pub fn after_compile(&mut self, index: &Index) {
         if self.groups_changed {
-            self.desired = desired(&index.groups);
+            self.desired = desired_of(index.compiler.group_specs(), |key| {
+                index.groups.get(key)?.uid.clone()
+            });
             self.metrics
                 .checks
                 .store(self.desired.len() as u64, Ordering::Relaxed);

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use kube::Resource;
 use serde_json::{Value as Json, json};
 
-use healthroute_api::{HealthCheck, HealthCheckSpec, RecordGroup};
+use healthroute_api::{HealthCheck, HealthCheckSpec, RecordGroup, RecordGroupSpec};
 use healthroute_compiler::ObjectKey;
 
 /// The label on every HealthCheck the operator creates for a peer source. A check of the
@@ -36,13 +36,24 @@ pub struct DesiredCheck {
 
 /// The Peer checks the groups' records need (SEMANTICS X4), by key, with their owners.
 pub fn desired(groups: &BTreeMap<ObjectKey, RecordGroup>) -> BTreeMap<ObjectKey, DesiredCheck> {
-    healthroute_compiler::peer::derived_checks(groups.iter().map(|(k, g)| (k, &g.spec)))
+    desired_of(groups.iter().map(|(k, g)| (k, &g.spec)), |key| {
+        groups.get(key)?.metadata.uid.clone()
+    })
+}
+
+/// [`desired`], from each group's spec and a group's uid by its key (the index keeps the
+/// uids, the compiler the specs).
+pub fn desired_of<'a>(
+    specs: impl IntoIterator<Item = (&'a ObjectKey, &'a RecordGroupSpec)>,
+    uid: impl Fn(&ObjectKey) -> Option<String>,
+) -> BTreeMap<ObjectKey, DesiredCheck> {
+    healthroute_compiler::peer::derived_checks(specs)
         .into_iter()
         .map(|(key, (spec, needed_by))| {
             let mut owners: Vec<Owner> = needed_by
                 .iter()
                 .filter_map(|g| {
-                    let uid = groups.get(g)?.metadata.uid.clone()?;
+                    let uid = uid(g)?;
                     Some(Owner {
                         name: g.name.to_string(),
                         uid,

@@ -199,7 +199,7 @@ impl Ledger {
             };
             let old = self.last(&key, g.status.as_ref());
             if let Some((status, events)) = group_status(index, &key, publication, old, now) {
-                self.push(&key, status, g.status.as_ref(), events, g.object_ref(&()));
+                self.push(&key, status, g.status.as_ref(), events, g.object_ref(&key));
             }
         }
     }
@@ -306,7 +306,7 @@ impl Ledger {
             };
             let old = self.last(key, g.status.as_ref());
             if let Some((status, _)) = group_status(index, key, publication, old, now) {
-                repaired += self.repair(key, status, g.status.as_ref(), g.object_ref(&()));
+                repaired += self.repair(key, status, g.status.as_ref(), g.object_ref(key));
             }
         }
         for (key, c) in &index.checks {
@@ -377,14 +377,7 @@ fn group_status(
     let g = index.groups.get(key)?;
     let data = index.compiler.group_status(key)?;
     let outcome = index.compiler.outcome(key)?;
-    let status = build::record_group(
-        data,
-        outcome,
-        publication,
-        old.as_ref(),
-        g.metadata.generation,
-        now,
-    );
+    let status = build::record_group(data, outcome, publication, old.as_ref(), g.generation, now);
     let events = events::group_events(old.as_ref(), &status);
     Some((status, events))
 }

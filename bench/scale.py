@@ -685,21 +685,23 @@ def startup(resolvers, n, t0, deadline):
     return t_sample, t_all, n, late
 
 
-def settle(leader, max_s):
-    """Waits until the leader's status writes stop (unchanged for 3 s). Returns (seconds,
-    writes)."""
+def settle(operators, max_s):
+    """Waits until status writes stop: both operators' writes together unchanged for 3 s,
+    with the same one leading throughout (a leader change starts a new round of writes).
+    Returns (seconds, writes, the leader or None)."""
     t0 = time.monotonic()
     last, same_since = None, time.monotonic()
     key = "healthroute_operator_status_writes_total"
     while time.monotonic() - t0 < max_s:
-        m = leader.metrics()
-        v = msum(m, key)
-        if v != last:
+        ms = [o.metrics() for o in operators]
+        leaders = [o for o, m in zip(operators, ms) if m.get("healthroute_operator_leader") == 1]
+        v = (sum(msum(m, key) for m in ms), leaders[0].name if len(leaders) == 1 else None)
+        if v != last or v[1] is None:
             last, same_since = v, time.monotonic()
         elif time.monotonic() - same_since >= 3:
-            return same_since - t0, last
+            return same_since - t0, v[0], leaders[0]
         time.sleep(0.5)
-    return None, last
+    return None, (last or (None,))[0], None
 
 
 def lease_holder(kube, ns):
@@ -740,13 +742,14 @@ def edit_static(kube, ns, i, value):
                     [{"op": "replace", "path": "/spec/records/0/values", "value": [value]}])
 
 
-def led_at(proc, since):
-    """The wall-clock time at which `proc` logged that it leads, after `since`, or None."""
+def leadership(proc):
+    """Wall-clock times at which `proc` logged that it took the lead."""
     import datetime
+    out = []
     try:
         lines = open(proc.log, errors="replace").read().splitlines()
     except OSError:
-        return None
+        return out
     for line in lines:
         try:
             d = json.loads(line)
@@ -754,10 +757,13 @@ def led_at(proc, since):
             continue
         f = d.get("fields", {})
         if f.get("message") == "leadership changed" and f.get("leader") is True:
-            t = datetime.datetime.fromisoformat(d["timestamp"].replace("Z", "+00:00")).timestamp()
-            if t > since:
-                return t
-    return None
+            out.append(datetime.datetime.fromisoformat(d["timestamp"].replace("Z", "+00:00")).timestamp())
+    return out
+
+
+def led_at(proc, since):
+    """The wall-clock time at which `proc` logged that it leads, after `since`, or None."""
+    return next((t for t in leadership(proc) if t > since), None)
 
 
 def cluster_pid(cluster_dir, name):
@@ -1005,10 +1011,12 @@ def main():
                      f"{msum(m, 'healthroute_operator_publish_seconds_total'):.2f} s publishing "
                      f"({msum(m, 'healthroute_operator_compiles_total'):.0f} compiles, "
                      f"{msum(m, 'healthroute_operator_table_shards'):.0f} shards); the rest of the start is lists and the election")
-        settled, writes = settle(leader, args.settle_max)
+        settled, writes, now_leading = settle(operators, args.settle_max)
         rows.append(("status writes stop (after all groups answered)",
                      f"{fmt_s(settled)} ({writes:.0f} writes)" if writes is not None else "n/a"))
         log(f"status settled after {fmt_s(settled)} ({writes} writes)")
+        if now_leading is not None and now_leading is not leader:
+            leader, standby = now_leading, leader
 
         loads.append(os.getloadavg()[0])
         before = leader.metrics()
@@ -1035,10 +1043,17 @@ def main():
         if all(cp.values()):
             rows.append(("RSS kube-apiserver / etcd (MiB)", " / ".join(mib(rss_mib(cp[c])) for c in cp)))
 
+        wins = sum(len(leadership(o)) for o in operators)
+        rows.append(("leadership taken before the takeover (1 = no unplanned change)", str(wins)))
+
         # Takeover: the leader dies; an edit made at once is served by the new leader.
         edits = [n - 1, n - 2] if n >= 2 else []
         if edits:
             i = edits[0]
+            # The leader as the Lease names it now (it may have changed since the flips).
+            holder = lease_holder(kube, hr_ns)
+            if holder in (leader.name, standby.name) and holder != leader.name:
+                leader, standby = standby, leader
             wall = time.time()
             t0 = time.monotonic()
             leader.kill()

@@ -1,0 +1,1138 @@
+#!/usr/bin/env python3
+"""healthroute at scale on a real API server (issue #27): N RecordGroups, two operators (leader
+election) and two resolvers as processes, all on this machine. Prints a markdown table.
+
+    python3 bench/scale.py --groups N [--kubeconfig PATH] [--flips K] \\
+        [--operator BIN --resolver BIN] [--label NAME] [--apiserver-restart [SECONDS]]
+
+1. Load: N RecordGroups into a namespace of their own (`scale-<label>-data`), created in
+   parallel straight through the API (the kubeconfig's client certificate or token), in this
+   mix, by i % 20:
+     0-11  Simple over a Service (its EndpointSlice: two ready endpoints, zone-a and zone-b)
+     12-13 Failover: primary a Service, secondary a static value
+     14    Weighted: a Service (90) and a static value (10)
+     15    Simple over a Service, zoneAffinity PreferSameZone
+     16-17 Weighted, three static values
+     18-19 Failover, static values (18: the primary has a TCP HealthCheck)
+   and the last two groups static Failover whatever their index (the ones edited below).
+   The Services are headless and selector-less and their EndpointSlices are written by this
+   script (managed-by scale-bench, so the EndpointSlice controller leaves them alone): pod
+   readiness is an endpoint's `ready` condition, as a kubelet and the controller would set it,
+   without 80,000 Pods at 100,000 groups. Endpoint addresses are in 10.0.0.0/8 and static
+   values in the documentation ranges; nothing is ever sent to either. The HealthChecks
+   (--checks) probe a TCP listener of this script on loopback.
+2. Start: two resolvers (checker names resolver-a/-b, zones zone-a/-b, loopback ports) and
+   then two operators (`--namespace scale-<label>-hr`, `--watch-namespace` the data
+   namespace, --lease-duration). Measured: operator start -> every group answered (NOERROR
+   with an A record) by both resolvers: a sample of names is polled every 5 ms, then every
+   name is swept on both resolvers, and names still unanswered are polled until they answer.
+3. Settle: until the leader's status writes stop (healthroute_operator_status_writes_total
+   unchanged for 3 s; at most --settle-max seconds).
+4. Flips: K times, one endpoint of a random Simple group's EndpointSlice changes its `ready`
+   condition (JSON patch); the time from sending the patch until BOTH resolvers answer the new
+   set, polled over UDP every ~2 ms (at most 30 s a flip). p50, p99, max.
+5. RSS (VmRSS) of every process: the two operators, the two resolvers, and the API server and
+   etcd when their pid files are readable ($HR_CLUSTER_DIR/run, default ~/hr-cluster/run).
+6. Takeover: SIGKILL the leader, then at once edit a static group (its primary's value); the
+   time until both resolvers answer the new value. The killed operator is started again.
+7. With --apiserver-restart [S]: SIGTERM the API server (its pid file, checked against its
+   binary), wait S seconds (default 15), start it again with the cluster's up.sh (--cluster-dir,
+   default ../shared/cluster), and from /readyz ok, the time until an edit is served. Other
+   users of the cluster lose it for those seconds.
+
+Without --kubeconfig (or $KUBECONFIG) there is no stand-in: the operator needs lists and
+watches with resource versions of eight kinds, server-side apply, a Lease and events, and a
+stand-in's speed would say nothing about a real API server's; the script says how to start
+the loopback cluster and exits with 2.
+
+Everything listens on loopback; every wait has a deadline. At the end the processes are killed,
+the objects deleted in parallel (the namespace controller alone takes many minutes for tens of
+thousands of RecordGroups) and the namespaces deleted (--keep keeps them all). Loading stops when
+the machine's available memory falls under 3 GiB. Python 3 and PyYAML only."""
+import argparse
+import http.client
+import json
+import os
+import random
+import re
+import select
+import signal
+import socket
+import ssl
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+import base64
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+RELEASE = os.path.join(ROOT, "target", "release")
+ZONE = "scale.example"
+GROUP_API = "/apis/healthroute.io/v1alpha1"
+SLICE_API = "/apis/discovery.k8s.io/v1"
+LEASE_NAME = "healthroute-operator"
+MANAGED_BY = "scale-bench"
+
+
+def log(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# --- the API ---------------------------------------------------------------------------------
+
+class ApiError(Exception):
+    pass
+
+
+class Kube:
+    """Just enough of a Kubernetes client: one keep-alive HTTPS connection per thread, the
+    kubeconfig's current context (client certificate or token), JSON in and out."""
+
+    def __init__(self, path, tmp):
+        import yaml
+        cfg = yaml.safe_load(open(path))
+        ctx_name = cfg.get("current-context")
+        ctx = next(c["context"] for c in cfg["contexts"] if c["name"] == ctx_name)
+        cluster = next(c["cluster"] for c in cfg["clusters"] if c["name"] == ctx["cluster"])
+        user = next((u["user"] for u in cfg.get("users", []) if u["name"] == ctx.get("user")), {})
+        url = urllib.parse.urlsplit(cluster["server"])
+        self.host, self.port = url.hostname, url.port or (443 if url.scheme == "https" else 80)
+        if self.host not in ("127.0.0.1", "localhost", "::1"):
+            # This bench sends a lot; it is meant for a loopback API server.
+            log(f"note: the API server is {self.host}, not loopback")
+        self.https = url.scheme == "https"
+        self.headers = {"Accept": "application/json"}
+        self.ctx = None
+        if self.https:
+            self.ctx = ssl.create_default_context()
+            if cluster.get("insecure-skip-tls-verify"):
+                self.ctx.check_hostname = False
+                self.ctx.verify_mode = ssl.CERT_NONE
+            elif cluster.get("certificate-authority-data"):
+                self.ctx.load_verify_locations(cadata=base64.b64decode(cluster["certificate-authority-data"]).decode())
+            elif cluster.get("certificate-authority"):
+                self.ctx.load_verify_locations(cafile=cluster["certificate-authority"])
+            cert, key = user.get("client-certificate"), user.get("client-key")
+            if user.get("client-certificate-data"):
+                cert = os.path.join(tmp, "client.crt")
+                key = os.path.join(tmp, "client.key")
+                with open(os.open(cert, os.O_CREAT | os.O_WRONLY, 0o600), "wb") as f:
+                    f.write(base64.b64decode(user["client-certificate-data"]))
+                with open(os.open(key, os.O_CREAT | os.O_WRONLY, 0o600), "wb") as f:
+                    f.write(base64.b64decode(user["client-key-data"]))
+            if cert:
+                self.ctx.load_cert_chain(cert, key)
+        if user.get("token"):
+            self.headers["Authorization"] = f"Bearer {user['token']}"
+        self.local = threading.local()
+
+    def _conn(self):
+        c = getattr(self.local, "conn", None)
+        if c is None:
+            if self.https:
+                c = http.client.HTTPSConnection(self.host, self.port, context=self.ctx, timeout=30)
+            else:
+                c = http.client.HTTPConnection(self.host, self.port, timeout=30)
+            self.local.conn = c
+        return c
+
+    def _drop(self):
+        c = getattr(self.local, "conn", None)
+        if c is not None:
+            c.close()
+        self.local.conn = None
+
+    def call(self, method, path, body=None, ctype="application/json", ok=(200, 201), tries=6, timeout=None):
+        """One request; retried on connection errors, 429 and 5xx (bounded). Returns
+        (status, parsed body); a status outside `ok` raises ApiError."""
+        data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
+        headers = dict(self.headers)
+        if data is not None:
+            headers["Content-Type"] = ctype
+        delay = 0.2
+        for attempt in range(tries):
+            try:
+                c = self._conn()
+                if timeout is not None:
+                    c.timeout = timeout
+                    if c.sock is not None:
+                        c.sock.settimeout(timeout)
+                c.request(method, path, body=data, headers=headers)
+                r = c.getresponse()
+                raw = r.read()
+                status = r.status
+                is_json = "json" in (r.getheader("Content-Type") or "")
+            except (OSError, http.client.HTTPException) as e:
+                self._drop()
+                if attempt == tries - 1:
+                    raise ApiError(f"{method} {path}: {e}") from e
+                time.sleep(delay)
+                delay = min(delay * 2, 3)
+                continue
+            if status in ok:
+                return status, (json.loads(raw) if raw and is_json else raw)
+            if (status == 429 or status >= 500) and attempt < tries - 1:
+                time.sleep(delay)
+                delay = min(delay * 2, 3)
+                continue
+            raise ApiError(f"{method} {path}: {status} {raw[:300]!r}")
+        raise ApiError(f"{method} {path}: no answer")
+
+    def get(self, path, ok=(200,), **kw):
+        return self.call("GET", path, ok=ok, **kw)[1]
+
+    def exists(self, path):
+        return self.call("GET", path, ok=(200, 404))[0] == 200
+
+    def create(self, path, obj):
+        """Creates; an object that is already there counts as created (a rerun)."""
+        return self.call("POST", path, obj, ok=(200, 201, 202, 409))[0]
+
+    def json_patch(self, path, ops):
+        return self.call("PATCH", path, ops, ctype="application/json-patch+json", ok=(200,))[1]
+
+    def apply(self, path, obj, manager=MANAGED_BY):
+        sep = "&" if "?" in path else "?"
+        return self.call("PATCH", f"{path}{sep}fieldManager={manager}&force=true", obj,
+                         ctype="application/apply-patch+yaml", ok=(200, 201))[1]
+
+    def ready(self):
+        try:
+            return self.call("GET", "/readyz", ok=(200,), tries=1, timeout=2)[1] == b"ok"
+
+        except ApiError:
+            return False
+
+
+# --- the objects ----------------------------------------------------------------------------
+
+def kind_of(i, n):
+    """The group's shape, by i % 20 (the mix in the module docs); the last two groups are
+    static Failover groups whatever their index, the ones the takeover and the restart edit."""
+    r = i % 20
+    if i >= n - 2 or r == 19:
+        return "failover-static"
+    if r < 12:
+        return "simple-svc"
+    if r < 14:
+        return "failover-svc"
+    if r == 14:
+        return "weighted-svc"
+    if r == 15:
+        return "affinity-svc"
+    if r < 18:
+        return "weighted-static"
+    return "failover-static-check"
+
+
+def has_service(i, n):
+    return kind_of(i, n).endswith("-svc")
+
+
+def pod_ip(i, k):
+    n = 4 * i + k + 1
+    return f"10.{(n >> 16) & 255}.{(n >> 8) & 255}.{n & 255}"
+
+
+def static_ip(i, k):
+    base = ("192.0.2", "198.51.100", "203.0.113")[k % 3]
+    return f"{base}.{1 + (i * 7 + k) % 250}"
+
+
+def group_name(i):
+    return f"g{i}"
+
+
+def dns_name(i):
+    return f"g{i}.{ZONE}"
+
+
+def service(ns, i):
+    return {"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": f"s{i}", "namespace": ns},
+            "spec": {"clusterIP": "None", "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}}
+
+
+def endpoint(i, k, ready):
+    return {"addresses": [pod_ip(i, k)], "zone": ("zone-a", "zone-b")[k],
+            "conditions": {"ready": ready, "serving": ready, "terminating": False}}
+
+
+def endpoint_slice(ns, i):
+    return {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": f"s{i}-1", "namespace": ns,
+                         "labels": {"kubernetes.io/service-name": f"s{i}",
+                                    "endpointslice.kubernetes.io/managed-by": MANAGED_BY}},
+            "addressType": "IPv4",
+            "ports": [{"name": "http", "port": 80, "protocol": "TCP"}],
+            "endpoints": [endpoint(i, 0, True), endpoint(i, 1, True)]}
+
+
+def record_group(ns, i, n, checks):
+    kind = kind_of(i, n)
+    svc = {"name": f"s{i}"}
+    spec = {"name": dns_name(i) + ".", "type": "A", "ttl": 30}
+    if kind in ("simple-svc", "affinity-svc"):
+        spec.update(routingPolicy="Simple", records=[{"setIdentifier": "pods", "service": svc}])
+        if kind == "affinity-svc":
+            spec["zoneAffinity"] = "PreferSameZone"
+    elif kind == "failover-svc":
+        spec.update(routingPolicy="Failover", records=[
+            {"setIdentifier": "pods", "failover": {"role": "Primary"}, "service": svc},
+            {"setIdentifier": "sorry", "failover": {"role": "Secondary"}, "values": [static_ip(i, 0)]}])
+    elif kind == "weighted-svc":
+        spec.update(routingPolicy="Weighted", records=[
+            {"setIdentifier": "blue", "weight": 90, "service": svc},
+            {"setIdentifier": "green", "weight": 10, "values": [static_ip(i, 0)]}])
+    elif kind == "weighted-static":
+        spec.update(routingPolicy="Weighted", records=[
+            {"setIdentifier": f"v{k}", "weight": w, "values": [static_ip(i, k)], "zone": ("zone-a", "zone-b", "zone-a")[k]}
+            for k, w in enumerate((10, 20, 20))])
+    else:
+        primary = {"setIdentifier": "main", "failover": {"role": "Primary"}, "values": [static_ip(i, 0)]}
+        if kind == "failover-static-check" and checks:
+            primary["healthCheckRef"] = {"name": f"hc{i % checks}"}
+        spec.update(routingPolicy="Failover", records=[
+            primary, {"setIdentifier": "dr", "failover": {"role": "Secondary"}, "values": [static_ip(i, 1)]}])
+    return {"apiVersion": "healthroute.io/v1alpha1", "kind": "RecordGroup",
+            "metadata": {"name": group_name(i), "namespace": ns}, "spec": spec}
+
+
+def health_check(ns, k, port):
+    return {"apiVersion": "healthroute.io/v1alpha1", "kind": "HealthCheck",
+            "metadata": {"name": f"hc{k}", "namespace": ns},
+            "spec": {"type": "TCP", "target": {"address": "127.0.0.1", "port": port},
+                     "requestIntervalSeconds": 30}}
+
+
+def objects(ns, n, checks, check_port):
+    """(collection path, object) in creation order: checks, Services, slices, groups."""
+    for k in range(checks):
+        yield f"{GROUP_API}/namespaces/{ns}/healthchecks", health_check(ns, k, check_port)
+    for i in range(n):
+        if has_service(i, n):
+            yield f"/api/v1/namespaces/{ns}/services", service(ns, i)
+    for i in range(n):
+        if has_service(i, n):
+            yield f"{SLICE_API}/namespaces/{ns}/endpointslices", endpoint_slice(ns, i)
+    for i in range(n):
+        yield f"{GROUP_API}/namespaces/{ns}/recordgroups", record_group(ns, i, n, checks)
+
+
+def mem_available_mib():
+    for line in open("/proc/meminfo"):
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) / 1024
+    return float("inf")
+
+
+def in_parallel(items, fn, workers, what, min_free_mib=3072):
+    """Calls fn(item) for every item with `workers` threads (each its own connection).
+    Stops at the first error, and when the machine's available memory falls under
+    `min_free_mib` (the API server grows with every object, and the machine is shared).
+    Returns (seconds, items done)."""
+    it = iter(items)
+    lock = threading.Lock()
+    done = [0]
+    errors = []
+    stop = threading.Event()
+
+    def work():
+        while not stop.is_set():
+            with lock:
+                item = next(it, None)
+            if item is None:
+                return
+            try:
+                fn(item)
+            except ApiError as e:
+                errors.append(str(e))
+                stop.set()
+                return
+            with lock:
+                done[0] += 1
+
+    t0 = time.monotonic()
+    threads = [threading.Thread(target=work, daemon=True) for _ in range(workers)]
+    for t in threads:
+        t.start()
+    last = t0
+    while any(t.is_alive() for t in threads):
+        time.sleep(0.2)
+        if mem_available_mib() < min_free_mib and not stop.is_set():
+            errors.append(f"under {min_free_mib} MiB of memory available; stopped")
+            stop.set()
+        if time.monotonic() - last >= 15:
+            last = time.monotonic()
+            log(f"{what}: {done[0]} objects in {last - t0:.0f} s ({mem_available_mib():.0f} MiB available)")
+    if errors:
+        raise ApiError(f"{what}: {errors[0]}")
+    return time.monotonic() - t0, done[0]
+
+
+def load(kube, ns, n, checks, check_port, workers):
+    """Creates every object; returns (seconds, objects)."""
+    return in_parallel(objects(ns, n, checks, check_port), lambda item: kube.create(*item), workers, "loaded")
+
+
+def unload(kube, ns, n, checks, workers):
+    """Deletes every object one by one, in parallel. The namespace controller's collection
+    deletes are serial on the API server (--delete-collection-workers 1) and time out at
+    tens of thousands of RecordGroups, so a namespace left to it takes many minutes."""
+    def paths():
+        for i in range(n):
+            yield f"{GROUP_API}/namespaces/{ns}/recordgroups/{group_name(i)}"
+        for i in range(n):
+            if has_service(i, n):
+                yield f"{SLICE_API}/namespaces/{ns}/endpointslices/s{i}-1"
+                yield f"/api/v1/namespaces/{ns}/services/s{i}"
+        for k in range(checks):
+            yield f"{GROUP_API}/namespaces/{ns}/healthchecks/hc{k}"
+    return in_parallel(paths(), lambda path: kube.call("DELETE", path, ok=(200, 202, 404)), workers, "deleted",
+                       min_free_mib=0)
+
+
+# --- DNS over loopback ------------------------------------------------------------------------
+
+def dns_query(qid, name):
+    q = struct.pack(">HHHHHH", qid, 0, 1, 0, 0, 0)
+    q += b"".join(bytes([len(p)]) + p.encode() for p in name.split(".")) + b"\0"
+    return q + struct.pack(">HH", 1, 1)
+
+
+def dns_parse(data):
+    """(id, rcode, sorted A values) of a reply, or None when it does not parse."""
+    try:
+        qid, flags, qd, an = struct.unpack(">HHHH", data[:8])
+        i = 12
+        for _ in range(qd):
+            while data[i] != 0:
+                if data[i] & 0xC0 == 0xC0:
+                    i += 1
+                    break
+                i += data[i] + 1
+            i += 5
+        ips = []
+        for _ in range(an):
+            while True:
+                if data[i] & 0xC0 == 0xC0:
+                    i += 2
+                    break
+                if data[i] == 0:
+                    i += 1
+                    break
+                i += data[i] + 1
+            rtype, _, _, rdlen = struct.unpack(">HHIH", data[i:i + 10])
+            i += 10
+            if rtype == 1 and rdlen == 4:
+                ips.append(socket.inet_ntoa(data[i:i + 4]))
+            i += rdlen
+        return qid, flags & 0xF, sorted(ips)
+    except (IndexError, struct.error):
+        return None
+
+
+class Dns:
+    """One UDP socket to one resolver: single questions (polling) and pipelined sweeps."""
+
+    def __init__(self, port):
+        self.port = port
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.connect(("127.0.0.1", port))
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        self.next_id = random.randrange(65536)
+
+    def _id(self):
+        self.next_id = (self.next_id + 1) & 0xFFFF
+        return self.next_id
+
+    def ask(self, name, timeout=0.2):
+        """(rcode, values) or None after `timeout`."""
+        qid = self._id()
+        try:
+            self.sock.send(dns_query(qid, name))
+        except OSError:
+            time.sleep(timeout)
+            return None
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            r, _, _ = select.select([self.sock], [], [], left)
+            if not r:
+                return None
+            try:
+                p = dns_parse(self.sock.recv(4096))
+            except OSError:
+                # ECONNREFUSED: nothing listens (yet).
+                time.sleep(min(left, 0.05))
+                return None
+            if p and p[0] == qid:
+                return p[1], p[2]
+
+    def sweep(self, names, window=200, timeout=1.0, tries=3):
+        """Asks every name once (pipelined); returns {index: (rcode, values)} of the replies
+        (names without a reply after `tries` are missing)."""
+        out = {}
+        todo = list(range(len(names)))
+        for _ in range(tries):
+            inflight = {}
+            pos = 0
+            last_progress = time.monotonic()
+            while pos < len(todo) or inflight:
+                while pos < len(todo) and len(inflight) < window:
+                    qid = self._id()
+                    while qid in inflight:
+                        qid = self._id()
+                    idx = todo[pos]
+                    pos += 1
+                    inflight[qid] = idx
+                    try:
+                        self.sock.send(dns_query(qid, names[idx]))
+                    except OSError:
+                        pass
+                r, _, _ = select.select([self.sock], [], [], 0.05)
+                if r:
+                    while True:
+                        try:
+                            data = self.sock.recv(4096, socket.MSG_DONTWAIT)
+                        except (BlockingIOError, InterruptedError):
+                            break
+                        except OSError:
+                            break
+                        p = dns_parse(data)
+                        if p and p[0] in inflight:
+                            out[inflight.pop(p[0])] = (p[1], p[2])
+                            last_progress = time.monotonic()
+                elif time.monotonic() - last_progress > timeout:
+                    inflight.clear()  # lost: asked again in the next try
+                    last_progress = time.monotonic()
+            todo = [i for i in range(len(names)) if i not in out]
+            if not todo:
+                break
+        return out
+
+
+def answered(reply):
+    return reply is not None and reply[0] == 0 and len(reply[1]) > 0
+
+
+# --- processes --------------------------------------------------------------------------------
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rss_mib(pid):
+    try:
+        for line in open(f"/proc/{pid}/status"):
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
+
+class Proc:
+    def __init__(self, name, argv, env, logdir, admin_port, dns_port=None):
+        self.name, self.argv, self.env = name, argv, env
+        self.admin_port, self.dns_port = admin_port, dns_port
+        self.log = os.path.join(logdir, f"{name}.log")
+        self.popen = None
+
+    def start(self):
+        self.popen = subprocess.Popen(self.argv, env=self.env, stdin=subprocess.DEVNULL,
+                                      stdout=open(self.log, "ab"), stderr=subprocess.STDOUT)
+        return time.monotonic()
+
+    def alive(self):
+        return self.popen is not None and self.popen.poll() is None
+
+    def kill(self, sig=signal.SIGKILL):
+        if self.alive():
+            self.popen.send_signal(sig)
+
+    def stop(self):
+        if not self.alive():
+            return
+        self.popen.terminate()
+        try:
+            self.popen.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            self.popen.wait(timeout=10)
+
+    def ready(self):
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", self.admin_port, timeout=2)
+            c.request("GET", "/readyz")
+            ok = c.getresponse().status == 200
+            c.close()
+            return ok
+        except (OSError, http.client.HTTPException):
+            return False
+
+    def wait_ready(self, timeout):
+        """Seconds until /readyz answers 200 (for the operator: its watches have listed
+        everything), or None after `timeout`."""
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout:
+            if self.ready():
+                return time.monotonic() - t0
+            time.sleep(0.1)
+        return None
+
+    def metrics(self):
+        """The admin endpoint's /metrics as {name{labels}: value}, or {} when unreachable."""
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", self.admin_port, timeout=2)
+            c.request("GET", "/metrics")
+            text = c.getresponse().read().decode()
+            c.close()
+        except (OSError, http.client.HTTPException):
+            return {}
+        out = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                k, _, v = line.rpartition(" ")
+                try:
+                    out[k] = float(v)
+                except ValueError:
+                    pass
+        return out
+
+
+def msum(metrics, name):
+    """The sum of every series of one metric family."""
+    return sum(v for k, v in metrics.items() if k == name or k.startswith(name + "{"))
+
+
+def child_env(kubeconfig):
+    env = {k: v for k, v in os.environ.items() if k not in ("POD_NAME", "POD_NAMESPACE", "CHECKER_ZONE")}
+    env["KUBECONFIG"] = kubeconfig
+    env.setdefault("RUST_LOG", "info")
+    return env
+
+
+# --- measurements -----------------------------------------------------------------------------
+
+def pct(xs, p):
+    """Nearest-rank percentile."""
+    s = sorted(xs)
+    return s[max(0, min(len(s) - 1, -(-len(s) * p // 100) - 1))]
+
+
+def wait_both(resolvers, name, want, deadline, interval=0.002):
+    """Polls `name` on every resolver every `interval` until each answers `want` (a sorted
+    list), or `deadline` (monotonic). Returns {resolver index: first time it answered want}."""
+    seen = {}
+    while len(seen) < len(resolvers) and time.monotonic() < deadline:
+        tick = time.monotonic()
+        for k, r in enumerate(resolvers):
+            if k in seen:
+                continue
+            reply = r.ask(name, timeout=0.2)
+            if reply is not None and reply[0] == 0 and reply[1] == want:
+                seen[k] = time.monotonic()
+        time.sleep(max(0.0, interval - (time.monotonic() - tick)))
+    return seen
+
+
+def sample_of(n):
+    return sorted(set([0, n - 1] + [i * n // 64 for i in range(64)]))
+
+
+def startup(resolvers, n, t0, deadline):
+    """Operator start (t0) -> every group answered by every resolver. Returns
+    (seconds to the sample, seconds to every name, names swept, late names)."""
+    names = [dns_name(i) for i in range(n)]
+    sample = sample_of(n)
+    pending = {(k, i) for k in range(len(resolvers)) for i in sample}
+    while pending and time.monotonic() < deadline:
+        tick = time.monotonic()
+        for k, i in list(pending):
+            if answered(resolvers[k].ask(names[i], timeout=0.1)):
+                pending.discard((k, i))
+        time.sleep(max(0.0, 0.005 - (time.monotonic() - tick)))
+    if pending:
+        return None, None, 0, len(pending)
+    t_sample = time.monotonic() - t0
+    # Every name on every resolver; what is missing is polled until it answers.
+    t_all = t_sample
+    late = 0
+    for k, r in enumerate(resolvers):
+        got = r.sweep(names)
+        missing = [i for i in range(n) if not answered(got.get(i))]
+        late += len(missing)
+        while missing and time.monotonic() < deadline:
+            got = r.sweep([names[i] for i in missing])
+            now = time.monotonic()
+            still = [missing[j] for j in range(len(missing)) if not answered(got.get(j))]
+            if len(still) < len(missing):
+                t_all = max(t_all, now - t0)
+            missing = still
+            if missing:
+                time.sleep(0.05)
+        if missing:
+            return t_sample, None, n, len(missing)
+    return t_sample, t_all, n, late
+
+
+def settle(operators, max_s):
+    """Waits until status writes stop: both operators' writes together unchanged for 3 s,
+    with the same one leading throughout (a leader change starts a new round of writes).
+    Returns (seconds, writes, the leader or None)."""
+    t0 = time.monotonic()
+    last, same_since = None, time.monotonic()
+    key = "healthroute_operator_status_writes_total"
+    while time.monotonic() - t0 < max_s:
+        ms = [o.metrics() for o in operators]
+        leaders = [o for o, m in zip(operators, ms) if m.get("healthroute_operator_leader") == 1]
+        v = (sum(msum(m, key) for m in ms), leaders[0].name if len(leaders) == 1 else None)
+        if v != last or v[1] is None:
+            last, same_since = v, time.monotonic()
+        elif time.monotonic() - same_since >= 3:
+            return same_since - t0, v[0], leaders[0]
+        time.sleep(0.5)
+    return None, (last or (None,))[0], None
+
+
+def lease_holder(kube, ns):
+    try:
+        lease = kube.get(f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{LEASE_NAME}", ok=(200,))
+        return lease["spec"].get("holderIdentity")
+    except ApiError:
+        return None
+
+
+def flips(kube, ns, resolvers, n, k, rng):
+    """K EndpointSlice flips: (both-answered times, patch round trips), in seconds."""
+    pool = [i for i in range(n) if kind_of(i, n) == "simple-svc"]
+    ready = {}
+    both, patch_rtt, timeouts = [], [], 0
+    for f in range(k):
+        i = rng.choice(pool)
+        now_ready = not ready.get(i, True)
+        want = sorted([pod_ip(i, 1)] + ([pod_ip(i, 0)] if now_ready else []))
+        path = f"{SLICE_API}/namespaces/{ns}/endpointslices/s{i}-1"
+        t0 = time.monotonic()
+        kube.json_patch(path, [{"op": "replace", "path": "/endpoints/0/conditions",
+                                "value": {"ready": now_ready, "serving": now_ready, "terminating": False}}])
+        patch_rtt.append(time.monotonic() - t0)
+        ready[i] = now_ready
+        seen = wait_both(resolvers, dns_name(i), sorted(want), t0 + 30)
+        if len(seen) == len(resolvers):
+            both.append(max(seen.values()) - t0)
+        else:
+            timeouts += 1
+        time.sleep(rng.uniform(0.05, 0.25))
+    return both, patch_rtt, timeouts
+
+
+def edit_static(kube, ns, i, value):
+    """Changes a static Failover group's primary value (JSON patch on the spec)."""
+    kube.json_patch(f"{GROUP_API}/namespaces/{ns}/recordgroups/{group_name(i)}",
+                    [{"op": "replace", "path": "/spec/records/0/values", "value": [value]}])
+
+
+def leadership(proc):
+    """Wall-clock times at which `proc` logged that it took the lead."""
+    import datetime
+    out = []
+    try:
+        lines = open(proc.log, errors="replace").read().splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        try:
+            d = json.loads(line)
+        except ValueError:
+            continue
+        f = d.get("fields", {})
+        if f.get("message") == "leadership changed" and f.get("leader") is True:
+            out.append(datetime.datetime.fromisoformat(d["timestamp"].replace("Z", "+00:00")).timestamp())
+    return out
+
+
+def led_at(proc, since):
+    """The wall-clock time at which `proc` logged that it leads, after `since`, or None."""
+    return next((t for t in leadership(proc) if t > since), None)
+
+
+def cluster_pid(cluster_dir, name):
+    """The pid up.sh recorded for `name`, when it still runs the binary recorded with it."""
+    try:
+        pid, exe = open(os.path.join(cluster_dir, "run", f"{name}.pid")).read().split()[:2]
+        if os.readlink(f"/proc/{pid}/exe") == exe:
+            return int(pid)
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+# --- the run ----------------------------------------------------------------------------------
+
+def needs_cluster():
+    up = os.path.normpath(os.path.join(ROOT, "..", "shared", "cluster", "up.sh"))
+    print(f"""bench/scale.py needs a real API server: give --kubeconfig PATH (or set KUBECONFIG).
+There is no stand-in: the operator lists and watches eight kinds, applies the table with
+server-side apply, holds a Lease and writes statuses and events; a stand-in's timings would
+say nothing about an API server's. A loopback control plane starts with:
+
+    bash {up}        # prints $HOME/hr-cluster/kubeconfig
+    python3 bench/scale.py --kubeconfig $HOME/hr-cluster/kubeconfig --groups 10000
+""", file=sys.stderr)
+    sys.exit(2)
+
+
+def binaries(args):
+    op = args.operator or os.path.join(RELEASE, "healthroute-operator")
+    res = args.resolver or os.path.join(RELEASE, "healthroute-resolver")
+    if not (args.operator or args.resolver) and not (os.path.exists(op) and os.path.exists(res)):
+        log("building the release binaries")
+        subprocess.run(["cargo", "build", "--release", "-q", "-p", "healthroute-operator",
+                        "-p", "healthroute-resolver"], cwd=ROOT, check=True)
+    for b in (op, res):
+        if not os.access(b, os.X_OK):
+            sys.exit(f"{b}: not an executable")
+    return op, res
+
+
+def ensure_crds(kube):
+    if kube.exists(f"{GROUP_API}/recordgroups") or kube.exists("/apis/healthroute.io/v1alpha1"):
+        return
+    import yaml
+    crd_dir = os.path.join(ROOT, "crds")
+    for f in sorted(os.listdir(crd_dir)):
+        for doc in yaml.safe_load_all(open(os.path.join(crd_dir, f))):
+            if doc:
+                kube.apply(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{doc['metadata']['name']}", doc)
+    deadline = time.monotonic() + 30
+    while not kube.exists("/apis/healthroute.io/v1alpha1") and time.monotonic() < deadline:
+        time.sleep(0.5)
+
+
+def delete_namespaces(kube, names, wait_s):
+    for ns in names:
+        kube.call("DELETE", f"/api/v1/namespaces/{ns}", ok=(200, 202, 404, 409))
+    deadline = time.monotonic() + wait_s
+    left = list(names)
+    while left and time.monotonic() < deadline:
+        left = [ns for ns in left if kube.exists(f"/api/v1/namespaces/{ns}")]
+        if left:
+            time.sleep(1)
+    return left
+
+
+def unload_listed(kube, ns, workers):
+    """Deletes what an earlier run left in `ns`, kind by kind, listed in pages."""
+    paths = []
+    for coll in (f"{GROUP_API}/namespaces/{ns}/recordgroups", f"{SLICE_API}/namespaces/{ns}/endpointslices",
+                 f"/api/v1/namespaces/{ns}/services", f"{GROUP_API}/namespaces/{ns}/healthchecks"):
+        cont = ""
+        for _ in range(10000):
+            page = kube.get(f"{coll}?limit=1000{cont}", ok=(200, 404))
+            if not isinstance(page, dict):
+                break
+            paths += [f"{coll}/{o['metadata']['name']}" for o in page.get("items", [])]
+            token = page.get("metadata", {}).get("continue")
+            if not token:
+                break
+            cont = "&continue=" + urllib.parse.quote(token)
+    if paths:
+        took, count = in_parallel(paths, lambda path: kube.call("DELETE", path, ok=(200, 202, 404)), workers,
+                                  "deleted", min_free_mib=0)
+        log(f"deleted {count} objects left in {ns} in {took:.0f} s")
+
+
+def fresh_namespaces(kube, names, workers):
+    """Namespaces of this label left from an earlier run are emptied and deleted first."""
+    old = [ns for ns in names if kube.exists(f"/api/v1/namespaces/{ns}")]
+    if old:
+        log(f"deleting {', '.join(old)} left from an earlier run")
+        for ns in old:
+            unload_listed(kube, ns, workers)
+        left = delete_namespaces(kube, old, 600)
+        if left:
+            sys.exit(f"{', '.join(left)} still there after 600 s; try again later")
+    for ns in names:
+        kube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                           "metadata": {"name": ns, "labels": {"app.kubernetes.io/part-of": MANAGED_BY}}})
+
+
+class TcpTarget:
+    """The HealthChecks' target: accepts and closes, on loopback."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(128)
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self.run, daemon=True).start()
+
+    def run(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+                c.close()
+            except OSError:
+                return
+
+
+def fmt_ms(xs):
+    if not xs:
+        return "n/a"
+    return f"p50 {pct(xs, 50) * 1000:.0f} ms, p99 {pct(xs, 99) * 1000:.0f} ms, max {max(xs) * 1000:.0f} ms"
+
+
+def fmt_s(x):
+    return "n/a" if x is None else f"{x:.2f} s"
+
+
+def mib(x):
+    return "n/a" if x is None else f"{x:.0f}"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--groups", type=int, required=True)
+    p.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"))
+    p.add_argument("--flips", type=int, default=50)
+    p.add_argument("--operator", help="operator binary (default target/release/healthroute-operator)")
+    p.add_argument("--resolver", help="resolver binary (default target/release/healthroute-resolver)")
+    p.add_argument("--label", default="run", help="names the run in the table and the namespaces")
+    p.add_argument("--checks", type=int, help="TCP HealthChecks (default min(20, groups/20))")
+    p.add_argument("--lease-duration", type=int, default=5)
+    p.add_argument("--workers", type=int, default=24, help="parallel creates while loading")
+    p.add_argument("--settle-max", type=float, default=900, help="seconds to wait for status writes to stop")
+    p.add_argument("--start-timeout", type=float, default=600, help="seconds for every group to be answered")
+    p.add_argument("--apiserver-restart", type=float, nargs="?", const=15.0, metavar="SECONDS")
+    p.add_argument("--cluster-dir", default=os.environ.get("HR_CLUSTER_DIR", os.path.expanduser("~/hr-cluster")))
+    p.add_argument("--cluster-scripts", default=os.path.normpath(os.path.join(ROOT, "..", "shared", "cluster")))
+    p.add_argument("--keep", action="store_true", help="keep the namespaces at the end")
+    p.add_argument("--seed", type=int, default=27)
+    args = p.parse_args()
+    if not args.kubeconfig:
+        needs_cluster()
+    n = args.groups
+    checks = args.checks if args.checks is not None else min(20, n // 20)
+    slug = re.sub(r"[^a-z0-9-]", "-", args.label.lower()).strip("-")[:40] or "run"
+    data_ns, hr_ns = f"scale-{slug}-data", f"scale-{slug}-hr"
+    rng = random.Random(args.seed)
+    op_bin, res_bin = binaries(args)
+
+    tmp = tempfile.mkdtemp(prefix="hr-scale-")
+    kube = Kube(args.kubeconfig, tmp)
+    if not kube.ready():
+        sys.exit(f"the API server of {args.kubeconfig} is not ready (/readyz)")
+    env = child_env(args.kubeconfig)
+    procs = []
+    rows = []
+    extra = []
+    loads = [os.getloadavg()[0]]
+    loaded = False
+
+    def on_term(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, on_term)
+
+    def watchdog():
+        # The machine is shared: our four processes go before the API server would.
+        while True:
+            time.sleep(1)
+            if mem_available_mib() < 1536:
+                log("under 1.5 GiB of memory available: stopping the operators and resolvers")
+                for proc in procs:
+                    proc.kill()
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+    threading.Thread(target=watchdog, daemon=True).start()
+
+    try:
+        ensure_crds(kube)
+        fresh_namespaces(kube, [data_ns, hr_ns], args.workers)
+        target = TcpTarget()
+
+        log(f"loading {n} groups ({sum(has_service(i, n) for i in range(n))} over Services, {checks} checks) into {data_ns}")
+        loaded = True
+        load_s, count = load(kube, data_ns, n, checks, target.port, args.workers)
+        rows.append(("load (objects, parallel creates)", f"{load_s:.1f} s ({count} objects, {count / load_s:.0f}/s, {args.workers} workers)"))
+        log(f"loaded in {load_s:.1f} s")
+
+        resolvers = []
+        for name, zone in (("resolver-a", "zone-a"), ("resolver-b", "zone-b")):
+            dport, aport = free_port(), free_port()
+            resolvers.append(Proc(name, [res_bin, "--zone", ZONE, "--listen", f"127.0.0.1:{dport}",
+                                         "--admin-listen", f"127.0.0.1:{aport}", "--table-namespace", hr_ns,
+                                         "--checker-name", name, "--zone-name", zone, "--checker-allow", "127.0.0.0/8",
+                                         "--table-file", os.path.join(tmp, f"{name}.table.json"),
+                                         "--shutdown-drain", "0", "--log-format", "json"],
+                                  env, tmp, aport, dport))
+        operators = []
+        for name in ("operator-0", "operator-1"):
+            aport = free_port()
+            operators.append(Proc(name, [op_bin, "--zone", ZONE, "--namespace", hr_ns, "--watch-namespace", data_ns,
+                                         "--identity", name, "--lease-duration", str(args.lease_duration),
+                                         "--admin-listen", f"127.0.0.1:{aport}", "--log-format", "json"],
+                                  env, tmp, aport))
+        procs.extend(resolvers + operators)
+        for r in resolvers:
+            r.start()
+        dns = [Dns(r.dns_port) for r in resolvers]
+        # The resolvers first, until they answer at all (REFUSED for a name outside the zone).
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not all(d.ask("probe.invalid", timeout=0.1) for d in dns):
+            time.sleep(0.05)
+
+        t0 = time.monotonic()
+        for o in operators:
+            o.start()
+        t_sample, t_all, swept, late = startup(dns, n, t0, t0 + args.start_timeout)
+        rows.append(("operator start → every group answered by both resolvers",
+                     f"{fmt_s(t_all)} (a sample of {len(sample_of(n))} names at {fmt_s(t_sample)}; "
+                     f"{late} names unanswered in the sweep that followed)"))
+        log(f"started: sample {fmt_s(t_sample)}, all {fmt_s(t_all)}")
+        if t_all is None:
+            raise RuntimeError("not every group was answered; see the logs in " + tmp)
+
+        holder = lease_holder(kube, hr_ns)
+        leader = next((o for o in operators if o.name == holder), operators[0])
+        standby = next(o for o in operators if o is not leader)
+        m = leader.metrics()
+        extra.append(f"leader up to every group answered: {msum(m, 'healthroute_operator_compile_seconds_total'):.2f} s compiling, "
+                     f"{msum(m, 'healthroute_operator_publish_seconds_total'):.2f} s publishing "
+                     f"({msum(m, 'healthroute_operator_compiles_total'):.0f} compiles, "
+                     f"{msum(m, 'healthroute_operator_table_shards'):.0f} shards); the rest of the start is lists and the election")
+        settled, writes, now_leading = settle(operators, args.settle_max)
+        rows.append(("status writes stop (after all groups answered)",
+                     f"{fmt_s(settled)} ({writes:.0f} writes)" if writes is not None else "n/a"))
+        log(f"status settled after {fmt_s(settled)} ({writes} writes)")
+        if now_leading is not None and now_leading is not leader:
+            leader, standby = now_leading, leader
+
+        loads.append(os.getloadavg()[0])
+        before = leader.metrics()
+        both, rtt, timeouts = flips(kube, data_ns, dns, n, args.flips, rng)
+        after = leader.metrics()
+        loads.append(os.getloadavg()[0])
+        rows.append((f"EndpointSlice flip → both resolvers answer ({len(both)} flips, {timeouts} over 30 s)", fmt_ms(both)))
+        rows.append(("  of which the PATCH round trip", fmt_ms(rtt)))
+
+        def delta(name):
+            return msum(after, name) - msum(before, name)
+        if args.flips:
+            extra.append(f"leader during the flips, per flip: {delta('healthroute_operator_compiles_total') / args.flips:.2f} compiles, "
+                         f"{delta('healthroute_operator_compile_seconds_total') / args.flips * 1000:.1f} ms compiling, "
+                         f"{delta('healthroute_operator_publish_seconds_total') / args.flips * 1000:.1f} ms publishing, "
+                         f"{delta('healthroute_operator_shards_written_total') / args.flips:.2f} shards written; "
+                         f"table shards {msum(after, 'healthroute_operator_table_shards'):.0f}")
+
+        rss = {o.name: rss_mib(o.popen.pid) for o in operators}
+        rss.update({r.name: rss_mib(r.popen.pid) for r in resolvers})
+        rows.append(("RSS operator leader / standby / resolver-a / resolver-b (MiB)",
+                     " / ".join(mib(rss[x]) for x in (leader.name, standby.name, "resolver-a", "resolver-b"))))
+        cp = {c: cluster_pid(args.cluster_dir, c) for c in ("kube-apiserver", "etcd")}
+        if all(cp.values()):
+            rows.append(("RSS kube-apiserver / etcd (MiB)", " / ".join(mib(rss_mib(cp[c])) for c in cp)))
+
+        wins = sum(len(leadership(o)) for o in operators)
+        rows.append(("leadership taken before the takeover (1 = no unplanned change)", str(wins)))
+
+        # Takeover: the leader dies; an edit made at once is served by the new leader.
+        edits = [n - 1, n - 2] if n >= 2 else []
+        if edits:
+            i = edits[0]
+            # The leader as the Lease names it now (it may have changed since the flips).
+            holder = lease_holder(kube, hr_ns)
+            if holder in (leader.name, standby.name) and holder != leader.name:
+                leader, standby = standby, leader
+            wall = time.time()
+            t0 = time.monotonic()
+            leader.kill()
+            leader.popen.wait(timeout=10)
+            edit_static(kube, data_ns, i, "203.0.113.251")
+            seen = wait_both(dns, dns_name(i), ["203.0.113.251"], t0 + 3 * args.lease_duration + 60, interval=0.01)
+            took = max(seen.values()) - t0 if len(seen) == len(dns) else None
+            led = led_at(standby, wall)
+            lead = f"; the standby led after {led - wall:.2f} s (its log)" if led else ""
+            rows.append((f"leader SIGKILL → an edit served (lease {args.lease_duration} s)", f"{fmt_s(took)}{lead}"))
+            log(f"takeover {fmt_s(took)}")
+            # Back as the standby; what follows starts once it has listed everything.
+            leader.start()
+            ready = leader.wait_ready(args.start_timeout)
+            extra.append(f"the killed operator, started again, was ready (listed everything) after {fmt_s(ready)}")
+            leader, standby = standby, leader
+
+        if args.apiserver_restart is not None and len(edits) > 1:
+            rows.append(apiserver_restart(kube, args, dns, data_ns, edits[1]))
+    except KeyboardInterrupt:
+        log("interrupted")
+    except (ApiError, RuntimeError) as e:
+        log(f"stopped: {e}")
+    finally:
+        for proc in procs:
+            proc.stop()
+        if not args.keep:
+            try:
+                if loaded:
+                    took, count = unload(kube, data_ns, n, checks, args.workers)
+                    log(f"deleted {count} objects in {took:.0f} s")
+                left = delete_namespaces(kube, [data_ns, hr_ns], 120)
+                if left:
+                    log(f"still deleting: {', '.join(left)} (the namespace controller goes on)")
+            except ApiError as e:
+                log(f"could not delete the namespaces: {e}")
+        log(f"logs in {tmp}")
+
+    print(f"\n### {args.label}: {n} groups, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n")
+    print(f"`{' '.join(sys.argv)}`; operator {op_bin}, resolver {res_bin}; "
+          f"1-minute load average at the start, before and after the flips: {' / '.join(f'{x:.1f}' for x in loads)} "
+          f"({os.cpu_count()} CPUs)\n")
+    print("| what | figure |\n| --- | --- |")
+    for what, fig in rows:
+        print(f"| {what} | {fig} |")
+    for e in extra:
+        print(f"\n{e}")
+
+
+def apiserver_restart(kube, args, dns, ns, i):
+    """SIGTERM the API server, wait, start it with up.sh; from /readyz ok, an edit served."""
+    pid = cluster_pid(args.cluster_dir, "kube-apiserver")
+    up = os.path.join(args.cluster_scripts, "up.sh")
+    what = f"API server back after {args.apiserver_restart:.0f} s → an edit served"
+    if pid is None or not os.path.exists(up):
+        return what, f"n/a (no kube-apiserver pid file under {args.cluster_dir}, or no {up})"
+    log(f"stopping the API server (pid {pid}) for {args.apiserver_restart:.0f} s")
+    t_stop = time.monotonic()
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 60
+    while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(max(0.0, t_stop + args.apiserver_restart - time.monotonic()))
+    upsh = subprocess.Popen(["bash", up], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 180
+    while not kube.ready() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    t0 = time.monotonic()
+    down = t0 - t_stop
+    edit_static(kube, ns, i, "203.0.113.252")
+    seen = wait_both(dns, dns_name(i), ["203.0.113.252"], t0 + 120, interval=0.01)
+    try:
+        upsh.wait(timeout=120)  # it goes on to check the controllers' health
+    except subprocess.TimeoutExpired:
+        upsh.kill()
+    took = max(seen.values()) - t0 if len(seen) == len(dns) else None
+    log(f"API server restart: edit served {fmt_s(took)} after /readyz (down {down:.1f} s)")
+    return what, f"{fmt_s(took)} (down {down:.1f} s in all)"
+
+
+if __name__ == "__main__":
+    main()

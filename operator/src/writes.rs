@@ -1,6 +1,6 @@
 //! The leader's object writes beside the control loop, never inside it (SEMANTICS P7), as the
-//! status writer does for statuses: the Peer checks peer sources need ([`crate::peers`]) and
-//! the ZonalShifts that mirror the autoshift engines' shifts ([`crate::engine_shifts`]).
+//! status writer does for statuses: the Peer checks peer sources need (the `peers` module) and
+//! the ZonalShifts that mirror the autoshift engines' shifts (the `engine_shifts` module).
 //!
 //! ```text
 //!  a plan (control loop) ──watch (newest plan only)──▶ writer task (leader only)

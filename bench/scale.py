@@ -3,7 +3,8 @@
 election) and two resolvers as processes, all on this machine. Prints a markdown table.
 
     python3 bench/scale.py --groups N [--kubeconfig PATH] [--flips K] \\
-        [--operator BIN --resolver BIN] [--label NAME] [--apiserver-restart [SECONDS]]
+        [--operator BIN --resolver BIN] [--label NAME] [--apiserver-restart [SECONDS]] \\
+        [--keep | --reuse | --cleanup]
 
 1. Load: N RecordGroups into a namespace of their own (`scale-<label>-data`), created in
    parallel straight through the API (the kubeconfig's client certificate or token), in this
@@ -26,8 +27,8 @@ election) and two resolvers as processes, all on this machine. Prints a markdown
    namespace, --lease-duration). Measured: operator start -> every group answered (NOERROR
    with an A record) by both resolvers: a sample of names is polled every 5 ms, then every
    name is swept on both resolvers, and names still unanswered are polled until they answer.
-3. Settle: until the leader's status writes stop (healthroute_operator_status_writes_total
-   unchanged for 3 s; at most --settle-max seconds).
+3. Settle: until the status writes stop (healthroute_operator_status_writes_total of both
+   operators unchanged for 10 s with one leader throughout; at most --settle-max seconds).
 4. Flips: K times, one endpoint of a random Simple group's EndpointSlice changes its `ready`
    condition (JSON patch); the time from sending the patch until BOTH resolvers answer the new
    set, polled over UDP every ~2 ms (at most 30 s a flip). p50, p99, max.
@@ -44,6 +45,11 @@ Without --kubeconfig (or $KUBECONFIG) there is no stand-in: the operator needs l
 watches with resource versions of eight kinds, server-side apply, a Lease and events, and a
 stand-in's speed would say nothing about a real API server's; the script says how to start
 the loopback cluster and exits with 2.
+
+Loading 100,000 groups takes about 16 minutes and deleting them as long or longer, so
+--keep leaves the namespaces and their objects, a later run with --reuse (same --label and
+--groups; e.g. another build's binaries) measures on them without loading, and --cleanup
+deletes them. A reused namespace holds the earlier run's statuses: the start then writes fewer.
 
 Everything listens on loopback; every wait has a deadline. At the end the processes are killed,
 the objects deleted in parallel (the namespace controller alone takes many minutes for tens of
@@ -685,10 +691,11 @@ def startup(resolvers, n, t0, deadline):
     return t_sample, t_all, n, late
 
 
-def settle(operators, max_s):
-    """Waits until status writes stop: both operators' writes together unchanged for 3 s,
-    with the same one leading throughout (a leader change starts a new round of writes).
-    Returns (seconds, writes, the leader or None)."""
+def settle(operators, max_s, quiet=10):
+    """Waits until status writes stop: both operators' writes together unchanged for `quiet`
+    seconds, with the same one leading throughout (a leader change starts a new round of
+    writes, after the new leader has read the published table back: 3 s was too short a
+    quiet time at 100,000 groups). Returns (seconds, writes, the leader or None)."""
     t0 = time.monotonic()
     last, same_since = None, time.monotonic()
     key = "healthroute_operator_status_writes_total"
@@ -698,7 +705,7 @@ def settle(operators, max_s):
         v = (sum(msum(m, key) for m in ms), leaders[0].name if len(leaders) == 1 else None)
         if v != last or v[1] is None:
             last, same_since = v, time.monotonic()
-        elif time.monotonic() - same_since >= 3:
+        elif time.monotonic() - same_since >= quiet:
             return same_since - t0, v[0], leaders[0]
         time.sleep(0.5)
     return None, (last or (None,))[0], None
@@ -715,18 +722,18 @@ def lease_holder(kube, ns):
 def flips(kube, ns, resolvers, n, k, rng):
     """K EndpointSlice flips: (both-answered times, patch round trips), in seconds."""
     pool = [i for i in range(n) if kind_of(i, n) == "simple-svc"]
-    ready = {}
     both, patch_rtt, timeouts = [], [], 0
     for f in range(k):
         i = rng.choice(pool)
-        now_ready = not ready.get(i, True)
-        want = sorted([pod_ip(i, 1)] + ([pod_ip(i, 0)] if now_ready else []))
         path = f"{SLICE_API}/namespaces/{ns}/endpointslices/s{i}-1"
+        # As the slice is now (a reused namespace keeps an earlier run's flips).
+        now = kube.get(path)["endpoints"][0].get("conditions", {}).get("ready", True)
+        now_ready = not now
+        want = sorted([pod_ip(i, 1)] + ([pod_ip(i, 0)] if now_ready else []))
         t0 = time.monotonic()
         kube.json_patch(path, [{"op": "replace", "path": "/endpoints/0/conditions",
                                 "value": {"ready": now_ready, "serving": now_ready, "terminating": False}}])
         patch_rtt.append(time.monotonic() - t0)
-        ready[i] = now_ready
         seen = wait_both(resolvers, dns_name(i), sorted(want), t0 + 30)
         if len(seen) == len(resolvers):
             both.append(max(seen.values()) - t0)
@@ -734,6 +741,12 @@ def flips(kube, ns, resolvers, n, k, rng):
             timeouts += 1
         time.sleep(rng.uniform(0.05, 0.25))
     return both, patch_rtt, timeouts
+
+
+def fresh_value():
+    """A value no earlier run left in the group (RFC 2544's benchmark range; never sent to)."""
+    r = random.SystemRandom()
+    return f"198.18.{r.randrange(256)}.{r.randrange(1, 255)}"
 
 
 def edit_static(kube, ns, i, value):
@@ -806,7 +819,8 @@ def binaries(args):
 
 
 def ensure_crds(kube):
-    if kube.exists(f"{GROUP_API}/recordgroups") or kube.exists("/apis/healthroute.io/v1alpha1"):
+    # Discovery only: a list of recordgroups would be every group of the cluster.
+    if kube.exists(GROUP_API):
         return
     import yaml
     crd_dir = os.path.join(ROOT, "crds")
@@ -850,6 +864,14 @@ def unload_listed(kube, ns, workers):
         took, count = in_parallel(paths, lambda path: kube.call("DELETE", path, ok=(200, 202, 404)), workers,
                                   "deleted", min_free_mib=0)
         log(f"deleted {count} objects left in {ns} in {took:.0f} s")
+
+
+def count_groups(kube, ns):
+    """RecordGroups in `ns` (None when the namespace is not there)."""
+    if not kube.exists(f"/api/v1/namespaces/{ns}"):
+        return None
+    page = kube.get(f"{GROUP_API}/namespaces/{ns}/recordgroups?limit=1")
+    return len(page.get("items", [])) + int(page.get("metadata", {}).get("remainingItemCount") or 0)
 
 
 def fresh_namespaces(kube, names, workers):
@@ -917,7 +939,10 @@ def main():
     p.add_argument("--apiserver-restart", type=float, nargs="?", const=15.0, metavar="SECONDS")
     p.add_argument("--cluster-dir", default=os.environ.get("HR_CLUSTER_DIR", os.path.expanduser("~/hr-cluster")))
     p.add_argument("--cluster-scripts", default=os.path.normpath(os.path.join(ROOT, "..", "shared", "cluster")))
-    p.add_argument("--keep", action="store_true", help="keep the namespaces at the end")
+    p.add_argument("--keep", action="store_true", help="keep the namespaces and their objects at the end")
+    p.add_argument("--reuse", action="store_true",
+                   help="use the groups an earlier --keep run of this label left (the same --groups); what is missing is created")
+    p.add_argument("--cleanup", action="store_true", help="only delete this label's namespaces and their objects")
     p.add_argument("--seed", type=int, default=27)
     args = p.parse_args()
     if not args.kubeconfig:
@@ -927,18 +952,37 @@ def main():
     slug = re.sub(r"[^a-z0-9-]", "-", args.label.lower()).strip("-")[:40] or "run"
     data_ns, hr_ns = f"scale-{slug}-data", f"scale-{slug}-hr"
     rng = random.Random(args.seed)
-    op_bin, res_bin = binaries(args)
 
     tmp = tempfile.mkdtemp(prefix="hr-scale-")
     kube = Kube(args.kubeconfig, tmp)
     if not kube.ready():
         sys.exit(f"the API server of {args.kubeconfig} is not ready (/readyz)")
+    if args.cleanup:
+        for ns in (data_ns, hr_ns):
+            if kube.exists(f"/api/v1/namespaces/{ns}"):
+                unload_listed(kube, ns, args.workers)
+        left = delete_namespaces(kube, [data_ns, hr_ns], 300)
+        sys.exit(f"still deleting: {', '.join(left)}" if left else 0)
+    op_bin, res_bin = binaries(args)
     env = child_env(args.kubeconfig)
     procs = []
     rows = []
     extra = []
     loads = [os.getloadavg()[0]]
     loaded = False
+
+    def report():
+        # Printed before the cleanup, which takes minutes at 100,000 groups.
+        print(f"\n### {args.label}: {n} groups, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n")
+        print(f"`{' '.join(sys.argv)}`; operator {op_bin}, resolver {res_bin}; "
+              f"1-minute load average at the start, before and after the flips: {' / '.join(f'{x:.1f}' for x in loads)} "
+              f"({os.cpu_count()} CPUs)\n")
+        print("| what | figure |\n| --- | --- |")
+        for what, fig in rows:
+            print(f"| {what} | {fig} |")
+        for e in extra:
+            print(f"\n{e}")
+        sys.stdout.flush()
 
     def on_term(signum, frame):
         raise KeyboardInterrupt
@@ -958,14 +1002,29 @@ def main():
 
     try:
         ensure_crds(kube)
-        fresh_namespaces(kube, [data_ns, hr_ns], args.workers)
         target = TcpTarget()
-
-        log(f"loading {n} groups ({sum(has_service(i, n) for i in range(n))} over Services, {checks} checks) into {data_ns}")
-        loaded = True
-        load_s, count = load(kube, data_ns, n, checks, target.port, args.workers)
-        rows.append(("load (objects, parallel creates)", f"{load_s:.1f} s ({count} objects, {count / load_s:.0f}/s, {args.workers} workers)"))
-        log(f"loaded in {load_s:.1f} s")
+        have = count_groups(kube, data_ns) if args.reuse else None
+        if have is None:
+            fresh_namespaces(kube, [data_ns, hr_ns], args.workers)
+            log(f"loading {n} groups ({sum(has_service(i, n) for i in range(n))} over Services, {checks} checks) into {data_ns}")
+            loaded = True
+            load_s, count = load(kube, data_ns, n, checks, target.port, args.workers)
+            rows.append(("load (objects, parallel creates)", f"{load_s:.1f} s ({count} objects, {count / load_s:.0f}/s, {args.workers} workers)"))
+            log(f"loaded in {load_s:.1f} s")
+        else:
+            fresh_namespaces(kube, [hr_ns], args.workers)
+            if have != n:
+                # What an interrupted run's deletion took away is created again (the rest
+                # answers 409, counted as created).
+                log(f"{data_ns} holds {have} of {n} groups: creating what is missing")
+                took, _ = load(kube, data_ns, n, checks, target.port, args.workers)
+                rows.append(("top-up of a reused namespace", f"{took:.1f} s ({n - have} groups were missing)"))
+            for k in range(checks):  # they named the earlier run's listener
+                kube.json_patch(f"{GROUP_API}/namespaces/{data_ns}/healthchecks/hc{k}",
+                                [{"op": "replace", "path": "/spec/target/port", "value": target.port}])
+            loaded = True
+            rows.append(("load", f"reused {data_ns} (an earlier run's statuses and flips are in it)"))
+            log(f"reusing the {n} groups in {data_ns}")
 
         resolvers = []
         for name, zone in (("resolver-a", "zone-a"), ("resolver-b", "zone-b")):
@@ -1058,8 +1117,9 @@ def main():
             t0 = time.monotonic()
             leader.kill()
             leader.popen.wait(timeout=10)
-            edit_static(kube, data_ns, i, "203.0.113.251")
-            seen = wait_both(dns, dns_name(i), ["203.0.113.251"], t0 + 3 * args.lease_duration + 60, interval=0.01)
+            value = fresh_value()
+            edit_static(kube, data_ns, i, value)
+            seen = wait_both(dns, dns_name(i), [value], t0 + 3 * args.lease_duration + 60, interval=0.01)
             took = max(seen.values()) - t0 if len(seen) == len(dns) else None
             led = led_at(standby, wall)
             lead = f"; the standby led after {led - wall:.2f} s (its log)" if led else ""
@@ -1080,7 +1140,11 @@ def main():
     finally:
         for proc in procs:
             proc.stop()
-        if not args.keep:
+        report()
+        log(f"logs in {tmp}")
+        if args.keep:
+            log(f"kept {data_ns} and {hr_ns}: --reuse measures on them again, --cleanup deletes them")
+        else:
             try:
                 if loaded:
                     took, count = unload(kube, data_ns, n, checks, args.workers)
@@ -1090,17 +1154,6 @@ def main():
                     log(f"still deleting: {', '.join(left)} (the namespace controller goes on)")
             except ApiError as e:
                 log(f"could not delete the namespaces: {e}")
-        log(f"logs in {tmp}")
-
-    print(f"\n### {args.label}: {n} groups, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n")
-    print(f"`{' '.join(sys.argv)}`; operator {op_bin}, resolver {res_bin}; "
-          f"1-minute load average at the start, before and after the flips: {' / '.join(f'{x:.1f}' for x in loads)} "
-          f"({os.cpu_count()} CPUs)\n")
-    print("| what | figure |\n| --- | --- |")
-    for what, fig in rows:
-        print(f"| {what} | {fig} |")
-    for e in extra:
-        print(f"\n{e}")
 
 
 def apiserver_restart(kube, args, dns, ns, i):
@@ -1123,8 +1176,9 @@ def apiserver_restart(kube, args, dns, ns, i):
         time.sleep(0.05)
     t0 = time.monotonic()
     down = t0 - t_stop
-    edit_static(kube, ns, i, "203.0.113.252")
-    seen = wait_both(dns, dns_name(i), ["203.0.113.252"], t0 + 120, interval=0.01)
+    value = fresh_value()
+    edit_static(kube, ns, i, value)
+    seen = wait_both(dns, dns_name(i), [value], t0 + 120, interval=0.01)
     try:
         upsh.wait(timeout=120)  # it goes on to check the controllers' health
     except subprocess.TimeoutExpired:

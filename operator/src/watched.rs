@@ -25,6 +25,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{ObjectReference, Service, ServiceSpec};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointSlice};
@@ -341,7 +342,9 @@ pub struct WatchedGroup {
     pub uid: Option<String>,
     /// `metadata.generation`: what the status's `observedGeneration` says.
     pub generation: Option<i64>,
-    pub status: Option<RecordGroupStatus>,
+    /// Shared: the leader's record of what it sent is this very value once the object shows
+    /// it (`status::Ledger`), not a second copy.
+    pub status: Option<Arc<RecordGroupStatus>>,
 }
 
 impl WatchedGroup {
@@ -350,7 +353,7 @@ impl WatchedGroup {
         WatchedGroup {
             uid: group.metadata.uid,
             generation: group.metadata.generation,
-            status: group.status,
+            status: group.status.map(Arc::new),
         }
     }
 

@@ -7,8 +7,10 @@
 //!
 //! Two places cut them. The watches read each kind through [`Lean`], which deserializes only
 //! what is kept and skips the rest unread (serde never allocates it), as
-//! [`crate::node::WatchedNode`] does for Nodes; the index passes every object it keeps
+//! [`crate::node::WatchedNode`] does for Nodes; the index passes every object it keeps whole
 //! through [`lean_metadata`] as well, whatever fed it (tests and benches build whole objects).
+//! A RecordGroup is not kept whole: the index keeps a [`WatchedGroup`] (uid, generation,
+//! status) and the compiler its spec and labels, once.
 //!
 //! ```text
 //!  metadata kept:  name, namespace, uid, resourceVersion (object references, the watch's
@@ -19,7 +21,7 @@
 //!  dropped:        managedFields, every other annotation, finalizers, generateName, ...
 //!  EndpointSlice:  its Service's label, addressType, and each endpoint's addresses,
 //!                  conditions and zone (no targetRef, nodeName, hints, ports)
-//!  Service:        clusterIP and clusterIPs (no other label, no ports, no status)
+//!  Service:        clusterIP and clusterIPs (no labels, ports or status)
 //! ```
 
 use std::borrow::Cow;

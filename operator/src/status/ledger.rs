@@ -59,7 +59,8 @@ pub struct Ledger {
 /// A status last handed to the writer.
 #[derive(Debug)]
 enum Sent {
-    Own(Status),
+    /// Boxed: most of the map's entries are `Shown`, a pointer's size.
+    Own(Box<Status>),
     /// A RecordGroup's, once its object showed exactly it: the index's value, shared (at
     /// 10,000 groups a second copy of every status was the leader's largest extra).
     Shown(Arc<RecordGroupStatus>),
@@ -68,7 +69,7 @@ enum Sent {
 impl Sent {
     fn get<S: OwnStatus>(&self) -> Option<&S> {
         match self {
-            Sent::Own(status) => S::of(status),
+            Sent::Own(status) => S::of(status.as_ref()),
             Sent::Shown(status) => S::of_group(status),
         }
     }
@@ -308,13 +309,14 @@ impl Ledger {
             }
             Some(_) => {}
             None if quiet && watched.is_some_and(|w| status.shown_by(w)) => {
-                self.sent.insert(skey, Sent::Own(status.into_status()));
+                self.sent
+                    .insert(skey, Sent::Own(Box::new(status.into_status())));
                 return;
             }
             None => {}
         }
         let status = status.into_status();
-        self.sent.insert(skey, Sent::Own(status.clone()));
+        self.sent.insert(skey, Sent::Own(Box::new(status.clone())));
         self.queue.push(StatusUpdate {
             key: key.clone(),
             status,
@@ -384,7 +386,8 @@ impl Ledger {
             return;
         };
         if let Some(sent) = self.sent.get_mut(&(StatusKind::RecordGroup, key.clone()))
-            && let Sent::Own(Status::RecordGroup(own)) = sent
+            && let Sent::Own(own) = sent
+            && let Status::RecordGroup(own) = own.as_ref()
             && own == watched.as_ref()
         {
             *sent = Sent::Shown(watched.clone());
@@ -407,7 +410,7 @@ impl Ledger {
         }
         tracing::debug!(kind = %S::KIND, object = %key, "status differs from what was written");
         let status = status.into_status();
-        self.sent.insert(skey, Sent::Own(status.clone()));
+        self.sent.insert(skey, Sent::Own(Box::new(status.clone())));
         self.queue.push(StatusUpdate {
             key: key.clone(),
             status,

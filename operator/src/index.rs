@@ -80,7 +80,8 @@ pub struct Index {
     /// Each EndpointSlice as the compiler reads it (not the object: see [`SliceEndpoints`]).
     slices: BTreeMap<ObjectKey, SliceEndpoints>,
     /// The slices of each Service, so that one slice's change reads only its Service's.
-    slices_of: HashMap<ObjectKey, BTreeSet<ObjectKey>>,
+    /// Sorted; mostly one slice (a `BTreeSet` would allocate a whole node for it).
+    slices_of: HashMap<ObjectKey, Vec<ObjectKey>>,
     cluster_ips: BTreeMap<ObjectKey, Vec<std::net::IpAddr>>,
     /// Checker Leases: the checker's name and the table generation its resolver serves.
     leases: BTreeMap<ObjectKey, (String, Option<u64>)>,
@@ -358,19 +359,17 @@ impl Index {
             .map(|e| e.endpoints)
             .unwrap_or_default();
         endpoints.shrink_to_fit();
-        if let Some(old) = &before
-            && let Some(set) = self.slices_of.get_mut(old)
-        {
-            set.remove(&key);
-            if set.is_empty() {
-                self.slices_of.remove(old);
-            }
+        if let Some(old) = &before {
+            self.forget_slice(old, &key);
         }
         if let Some(svc) = &after {
-            self.slices_of
+            let slices = self
+                .slices_of
                 .entry(svc.clone())
-                .or_default()
-                .insert(key.clone());
+                .or_insert_with(|| Vec::with_capacity(1));
+            if let Err(at) = slices.binary_search(&key) {
+                slices.insert(at, key.clone());
+            }
         }
         self.slices.insert(
             key,
@@ -387,13 +386,20 @@ impl Index {
         let Some(svc) = self.slices.remove(key).and_then(|s| s.service) else {
             return;
         };
-        if let Some(set) = self.slices_of.get_mut(&svc) {
-            set.remove(key);
-            if set.is_empty() {
-                self.slices_of.remove(&svc);
+        self.forget_slice(&svc, key);
+        self.refresh_service(&svc);
+    }
+
+    /// Takes `slice` out of `service`'s slices.
+    fn forget_slice(&mut self, service: &ObjectKey, slice: &ObjectKey) {
+        if let Some(slices) = self.slices_of.get_mut(service) {
+            if let Ok(at) = slices.binary_search(slice) {
+                slices.remove(at);
+            }
+            if slices.is_empty() {
+                self.slices_of.remove(service);
             }
         }
-        self.refresh_service(&svc);
     }
 
     fn upsert_service(&mut self, s: Service) {

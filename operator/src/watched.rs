@@ -7,8 +7,10 @@
 //!
 //! Two places cut them. The watches read each kind through [`Lean`], which deserializes only
 //! what is kept and skips the rest unread (serde never allocates it), as
-//! [`crate::node::WatchedNode`] does for Nodes; the index passes every object it keeps
+//! [`crate::node::WatchedNode`] does for Nodes; the index passes every object it keeps whole
 //! through [`lean_metadata`] as well, whatever fed it (tests and benches build whole objects).
+//! A RecordGroup is not kept whole: the index keeps a [`WatchedGroup`] (uid, generation,
+//! status) and the compiler its spec and labels, once.
 //!
 //! ```text
 //!  metadata kept:  name, namespace, uid, resourceVersion (object references, the watch's
@@ -19,12 +21,13 @@
 //!  dropped:        managedFields, every other annotation, finalizers, generateName, ...
 //!  EndpointSlice:  its Service's label, addressType, and each endpoint's addresses,
 //!                  conditions and zone (no targetRef, nodeName, hints, ports)
-//!  Service:        clusterIP and clusterIPs (no other label, no ports, no status)
+//!  Service:        clusterIP and clusterIPs (no labels, ports or status)
 //! ```
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{ObjectReference, Service, ServiceSpec};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointSlice};
@@ -341,7 +344,9 @@ pub struct WatchedGroup {
     pub uid: Option<String>,
     /// `metadata.generation`: what the status's `observedGeneration` says.
     pub generation: Option<i64>,
-    pub status: Option<RecordGroupStatus>,
+    /// Shared: the leader's record of what it sent is this very value once the object shows
+    /// it (`status::Ledger`), not a second copy.
+    pub status: Option<Arc<RecordGroupStatus>>,
 }
 
 impl WatchedGroup {
@@ -350,7 +355,7 @@ impl WatchedGroup {
         WatchedGroup {
             uid: group.metadata.uid,
             generation: group.metadata.generation,
-            status: group.status,
+            status: group.status.map(Arc::new),
         }
     }
 

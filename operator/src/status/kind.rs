@@ -105,6 +105,10 @@ pub trait OwnStatus: Clone + PartialEq + Sized {
     const KIND: StatusKind;
     fn into_status(self) -> Status;
     fn of(status: &Status) -> Option<&Self>;
+    /// A RecordGroup's status as `Self` (only RecordGroupStatus is one).
+    fn of_group(_status: &RecordGroupStatus) -> Option<&Self> {
+        None
+    }
     /// This status and `shown`, reduced to what comparing them means: the fields this one
     /// leaves unset are another writer's (or nobody's), so they are unset in both; times
     /// that move only on transitions are left out; times at the API's precision.
@@ -153,6 +157,9 @@ impl OwnStatus for RecordGroupStatus {
             Status::RecordGroup(s) => Some(s),
             _ => None,
         }
+    }
+    fn of_group(status: &RecordGroupStatus) -> Option<&Self> {
+        Some(status)
     }
     fn comparable(&self, shown: &Self) -> (Self, Self) {
         let (mut a, mut b) = (self.clone(), shown.clone());

@@ -10,7 +10,8 @@
 //!  push: not when it says what was last sent, or (first time this term) what the object shows,
 //!        unless it carries Events
 //!  recheck (every --status-recheck-interval): each object as last watched against what
-//!  would be written; a difference nothing queued explains is written again, without Events
+//!  would be written; a difference nothing queued explains is written again, without Events;
+//!  a group's sent status that its object shows exactly is kept as the index's (one copy)
 //! ```
 
 use std::collections::{BTreeSet, HashMap};
@@ -45,7 +46,7 @@ pub struct Ledger {
     /// Every check's status is due at the next compile (the term's read-back was taken in).
     full: bool,
     /// The status last handed to the writer, per object, this term.
-    sent: HashMap<StatusKey, Status>,
+    sent: HashMap<StatusKey, Sent>,
     /// The last evaluation of each Metric check (H14), for its status.
     evaluations: HashMap<ObjectKey, MetricStatus>,
     /// Metric checks whose status has a newer evaluation to show.
@@ -53,6 +54,31 @@ pub struct Ledger {
     /// What each ZonalAutoshift's engine reported this term and no status carried yet: the
     /// Events of its next status.
     autoshift_events: HashMap<ObjectKey, Vec<Notice>>,
+}
+
+/// A status last handed to the writer.
+#[derive(Debug)]
+enum Sent {
+    /// Boxed: most of the map's entries are `Shown`, a pointer's size.
+    Own(Box<Status>),
+    /// A RecordGroup's, once its object showed exactly it: the index's value, shared (at
+    /// 10,000 groups a second copy of every status was the leader's largest extra).
+    Shown(Arc<RecordGroupStatus>),
+}
+
+impl Sent {
+    fn get<S: OwnStatus>(&self) -> Option<&S> {
+        match self {
+            Sent::Own(status) => S::of(status.as_ref()),
+            Sent::Shown(status) => S::of_group(status),
+        }
+    }
+}
+
+/// `now` at the precision the API keeps times (whole seconds): a status written with it comes
+/// back from the watch equal to what was sent, and [`Ledger::recheck`] can share it.
+fn api_time(now: Timestamp) -> Timestamp {
+    Timestamp::from_second(now.as_second()).unwrap_or(now)
 }
 
 impl Ledger {
@@ -112,12 +138,14 @@ impl Ledger {
         table: Arc<RoutingTable<Value>>,
         now: Timestamp,
     ) {
+        let now = api_time(now);
         self.published.take_published(generation, table);
         self.settle_groups(index, now);
     }
 
     /// Publishing failed: the groups whose version is not published say so (P5).
     pub fn take_failure(&mut self, index: &Index, error: String, now: Timestamp) {
+        let now = api_time(now);
         self.published.fail(error);
         self.settle_groups(index, now);
     }
@@ -147,6 +175,7 @@ impl Ledger {
         changed_checks: Vec<ObjectKey>,
         now: Timestamp,
     ) {
+        let now = api_time(now);
         let full = std::mem::take(&mut self.full);
         self.awaiting.extend(changed_groups);
         self.settle_groups(index, now);
@@ -197,9 +226,17 @@ impl Ledger {
                 self.sent.remove(&(StatusKind::RecordGroup, key));
                 continue;
             };
-            let old = self.last(&key, g.status.as_ref());
+            let old = self.last(&key, g.status.as_deref());
             if let Some((status, events)) = group_status(index, &key, publication, old, now) {
-                self.push(&key, status, g.status.as_ref(), events, g.object_ref(&key));
+                self.push(
+                    &key,
+                    status,
+                    g.status.as_deref(),
+                    events,
+                    g.object_ref(&key),
+                );
+                // A new term finds most statuses right: their copy goes at once.
+                self.share_shown(&key, g.status.as_ref());
             }
         }
     }
@@ -248,7 +285,7 @@ impl Ledger {
     /// The status last sent for an object this term, else the one it shows (`watched`).
     fn last<S: OwnStatus>(&self, key: &ObjectKey, watched: Option<&S>) -> Option<S> {
         match self.sent.get(&(S::KIND, key.clone())) {
-            Some(sent) => S::of(sent).cloned(),
+            Some(sent) => sent.get::<S>().cloned(),
             None => watched.cloned(),
         }
     }
@@ -267,18 +304,19 @@ impl Ledger {
         let skey = (S::KIND, key.clone());
         let quiet = events.is_empty();
         match self.sent.get(&skey) {
-            Some(sent) if quiet && S::of(sent).is_some_and(|sent| status.shown_by(sent)) => {
+            Some(sent) if quiet && sent.get::<S>().is_some_and(|sent| status.shown_by(sent)) => {
                 return;
             }
             Some(_) => {}
             None if quiet && watched.is_some_and(|w| status.shown_by(w)) => {
-                self.sent.insert(skey, status.into_status());
+                self.sent
+                    .insert(skey, Sent::Own(Box::new(status.into_status())));
                 return;
             }
             None => {}
         }
         let status = status.into_status();
-        self.sent.insert(skey, status.clone());
+        self.sent.insert(skey, Sent::Own(Box::new(status.clone())));
         self.queue.push(StatusUpdate {
             key: key.clone(),
             status,
@@ -295,18 +333,20 @@ impl Ledger {
         if !self.published.seeded() {
             return 0;
         }
+        let now = api_time(now);
         let table = index.compiler.table();
         let mut repaired = 0;
         for (key, g) in &index.groups {
+            self.share_shown(key, g.status.as_ref());
             if self.awaiting.contains(key) {
                 continue;
             }
             let Some(publication) = self.published.publication(key, &table) else {
                 continue;
             };
-            let old = self.last(key, g.status.as_ref());
+            let old = self.last(key, g.status.as_deref());
             if let Some((status, _)) = group_status(index, key, publication, old, now) {
-                repaired += self.repair(key, status, g.status.as_ref(), g.object_ref(key));
+                repaired += self.repair(key, status, g.status.as_deref(), g.object_ref(key));
             }
         }
         for (key, c) in &index.checks {
@@ -339,6 +379,21 @@ impl Ledger {
         repaired
     }
 
+    /// Keeps a group's sent status as the index's value when the object shows exactly it:
+    /// one copy instead of two, the same status either way.
+    fn share_shown(&mut self, key: &ObjectKey, watched: Option<&Arc<RecordGroupStatus>>) {
+        let Some(watched) = watched else {
+            return;
+        };
+        if let Some(sent) = self.sent.get_mut(&(StatusKind::RecordGroup, key.clone()))
+            && let Sent::Own(own) = sent
+            && let Status::RecordGroup(own) = own.as_ref()
+            && own == watched.as_ref()
+        {
+            *sent = Sent::Shown(watched.clone());
+        }
+    }
+
     /// Queues `status` again when the object does not show it. Not while a status of the
     /// object is queued or in flight: the object cannot show it yet. Without Events: they
     /// went out with the transition.
@@ -355,7 +410,7 @@ impl Ledger {
         }
         tracing::debug!(kind = %S::KIND, object = %key, "status differs from what was written");
         let status = status.into_status();
-        self.sent.insert(skey, status.clone());
+        self.sent.insert(skey, Sent::Own(Box::new(status.clone())));
         self.queue.push(StatusUpdate {
             key: key.clone(),
             status,
@@ -624,5 +679,64 @@ mod tests {
             metrics.repairs.load(std::sync::atomic::Ordering::Relaxed),
             1
         );
+    }
+
+    // SEM-P5: once the object shows exactly what was written, the leader keeps one copy of the
+    // status (the index's, shared), and what it writes after another writer's change is the
+    // same as before, transition times and all.
+    #[test]
+    fn a_status_the_object_shows_is_kept_once() {
+        let mut index = listed();
+        let queue = StatusQueue::default();
+        let mut ledger = Ledger::new(queue.clone(), Arc::new(StatusMetrics::default()));
+        ledger.new_term(true);
+        ledger.hold_read_back(ReadBack::default());
+        ledger.take_read_back(&mut index);
+        compile(&mut ledger, &mut index, t(0));
+        ledger.take_published(&index, 1, index.compiler.table(), t(0));
+        let written = queue.take_ready(Instant::now()).expect("api's status");
+        queue.finish(written.clone(), &WriteOutcome::Written, Instant::now());
+        let Status::RecordGroup(shown) = written.status.clone() else {
+            panic!("a RecordGroup's status: {written:?}");
+        };
+        let key = ObjectKey::new("shop", "api");
+        let skey = (StatusKind::RecordGroup, key.clone());
+        assert!(matches!(ledger.sent.get(&skey), Some(Sent::Own(_))));
+
+        index.apply(Input::Group(Event::Apply(api(Some(shown.clone())))));
+        assert_eq!(ledger.recheck(&index, t(10)), 0);
+        let watched = index.groups[&key].status.clone().expect("watched status");
+        let shared = |ledger: &Ledger| matches!(ledger.sent.get(&skey), Some(Sent::Shown(s)) if Arc::ptr_eq(s, &watched));
+        assert!(shared(&ledger), "{:?}", ledger.sent.get(&skey));
+
+        // A new term judges the group against what it shows: right as it is, and kept once.
+        ledger.new_term(true);
+        ledger.hold_read_back(ReadBack {
+            generation: 1,
+            groups: index.compiler.table().groups.clone(),
+        });
+        ledger.take_read_back(&mut index);
+        compile(&mut ledger, &mut index, t(20));
+        assert_eq!(queue.backlog(), 0, "nothing to write");
+        assert!(shared(&ledger), "{:?}", ledger.sent.get(&skey));
+
+        let mut overwritten = shown.clone();
+        overwritten.served = false;
+        overwritten.conditions.clear();
+        index.apply(Input::Group(Event::Apply(api(Some(overwritten)))));
+        assert_eq!(ledger.recheck(&index, t(30)), 1);
+        let again = queue.take_ready(Instant::now()).expect("written again");
+        assert_eq!(
+            again.status, written.status,
+            "the same transition times too"
+        );
+    }
+
+    // Times are kept at the API's precision, so that what the watch brings back is equal to
+    // what was sent.
+    #[test]
+    fn times_are_whole_seconds() {
+        let now = Timestamp::from_millisecond(1_800_000_000_250).expect("valid");
+        assert_eq!(api_time(now), t(0));
     }
 }

@@ -153,11 +153,6 @@ fn main() -> ExitCode {
             }
         },
         None => {
-            // One malloc arena per core, set before any thread starts (see docs/benchmarks.md,
-            // "Memory": fewer arenas hold fewer freed pages).
-            healthroute_resolver::sys::limit_malloc_arenas(
-                std::thread::available_parallelism().map_or(1, |n| n.get()),
-            );
             lifecycle::init_logging("info,hickory_server=warn", cli.serve.log_format);
             let runtime = match lifecycle::runtime() {
                 Ok(rt) => rt,

@@ -287,7 +287,7 @@ pub async fn start(
                             // build and the compile freed goes back to the system (0.1-0.2 ms
                             // with 2,000 groups).
                             drop(previous);
-                            crate::sys::release_free_memory();
+                            healthroute_admin::allocator::release_free_memory();
                         }
                         Err(e) => {
                             tracing::error!(error = %e, "table rejected; still serving the previous one")

@@ -1,7 +1,7 @@
 //! The calls the safe crates do not wrap (soundly): `sendmmsg(2)`, to send a batch of UDP
 //! replies in one call (nix wraps it, but reading its result count walks address storage
-//! that a send never fills), the `IP_MTU_DISCOVER` socket option, and glibc's
-//! `malloc_trim(3)`. This is the only module of the workspace that may use `unsafe`.
+//! that a send never fills), and the `IP_MTU_DISCOVER` socket option. With the admin crate's
+//! `allocator`, one of the two modules of the workspace that may use `unsafe`.
 #![allow(unsafe_code)]
 
 use std::io::{self, IoSlice};
@@ -141,33 +141,6 @@ pub fn mtu_discover_mode(fd: BorrowedFd<'_>, ipv6: bool) -> io::Result<libc::c_i
         Ok(value)
     } else {
         Err(io::Error::last_os_error())
-    }
-}
-
-/// Caps glibc's malloc arenas at `arenas` (its default is 8 per core). Each thread that
-/// allocates may get an arena of its own, and memory freed in one arena serves no other: the
-/// table builds on one thread and is dropped on another, so extra arenas only keep pages. The
-/// resolver allocates nothing per query on its fast path, so fewer arenas cost no contention
-/// that matters. Must run before the runtime's threads start. A no-op elsewhere.
-pub fn limit_malloc_arenas(arenas: usize) {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only sets an allocator parameter; it is called before other threads run.
-    unsafe {
-        libc::mallopt(
-            libc::M_ARENA_MAX,
-            libc::c_int::try_from(arenas.max(1)).unwrap_or(libc::c_int::MAX),
-        );
-    }
-}
-
-/// Hands memory the allocator holds but no one uses back to the system. Loading a table
-/// parses and builds far more than it keeps; glibc's malloc keeps the freed pages otherwise,
-/// so the resident size would stay at the peak of the largest load. A no-op elsewhere.
-pub fn release_free_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only walks the allocator's own free lists; it takes no pointers.
-    unsafe {
-        libc::malloc_trim(0);
     }
 }
 

@@ -4,9 +4,11 @@
 //! - [`endpoint`]: the admin endpoint (`/metrics`, `/livez`, `/readyz`);
 //! - [`metrics`]: the process's metrics registry and how collectors write into it;
 //! - [`retry`]: how a loop that talks to the API server waits before trying again, and how it
-//!   logs a failure that repeats.
-#![forbid(unsafe_code)]
+//!   logs a failure that repeats;
+//! - [`allocator`]: fewer malloc arenas, and freed pages handed back.
+#![deny(unsafe_code)]
 
+pub mod allocator;
 pub mod endpoint;
 pub mod lifecycle;
 pub mod metrics;

@@ -129,8 +129,11 @@ impl<S> Filter<S> for Throttle {
     }
 }
 
-/// The multi-threaded runtime both binaries run on.
+/// The multi-threaded runtime both binaries run on. Call it before starting any other thread:
+/// it first caps the allocator at one arena per core (fewer arenas hold fewer freed pages; see
+/// docs/benchmarks.md, "Memory").
 pub fn runtime() -> Result<tokio::runtime::Runtime, crate::Error> {
+    crate::allocator::limit_arenas(std::thread::available_parallelism().map_or(1, |n| n.get()));
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

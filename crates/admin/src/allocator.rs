@@ -1,0 +1,50 @@
+//! The two calls to glibc's allocator that both binaries make: fewer arenas, and handing freed
+//! pages back. Neither has a safe wrapper, so this is, with the resolver's socket calls, one of
+//! the two modules of the workspace that may use `unsafe`. Both are no-ops off glibc.
+#![allow(unsafe_code)]
+
+/// Caps glibc's malloc arenas at `arenas` (its default is 8 per core). Each thread that
+/// allocates may get an arena of its own, and memory freed in one arena serves no other: a
+/// table or an index built on one runtime thread and dropped on another leaves its pages in an
+/// arena no one allocates from again. Must run before other threads start, which is why
+/// `lifecycle::runtime` calls it first.
+pub fn limit_arenas(arenas: usize) {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets an allocator parameter; it is called before other threads run.
+    unsafe {
+        libc::mallopt(
+            libc::M_ARENA_MAX,
+            libc::c_int::try_from(arenas.max(1)).unwrap_or(libc::c_int::MAX),
+        );
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    let _ = arenas;
+}
+
+/// Hands memory the allocator holds but no one uses back to the system. Loading a table
+/// parses and builds far more than it keeps; glibc's malloc keeps the freed pages otherwise,
+/// so the resident size would stay at the peak of the largest load.
+pub fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks the allocator's own free lists; it takes no pointers.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_allocator_still_allocates_after_both_calls() {
+        let kept: Vec<Vec<u8>> = (0..64).map(|i| vec![i as u8; 64 * 1024]).collect();
+        drop(kept);
+        release_free_memory();
+        let again = vec![1u8; 1 << 20];
+        assert_eq!(
+            again.iter().map(|&b| usize::from(b)).sum::<usize>(),
+            1 << 20
+        );
+    }
+}

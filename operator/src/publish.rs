@@ -95,6 +95,9 @@ pub struct FoldStep {
     pub bytes_written: usize,
     /// The fold ended: its manifest is written.
     pub done: bool,
+    /// A newer table arrived during the step's write, which was given up for it (to be
+    /// written again at the next step; after the manifest, the clean-up is left for later).
+    pub given_up: bool,
     /// The generation the resolvers can assemble now.
     pub generation: u64,
 }
@@ -450,6 +453,24 @@ impl Publisher {
     /// One step of the fold under way: encodes its table, or writes one shard that changed,
     /// or (the last step) the catch-up delta and the new manifest.
     pub async fn fold_step(&mut self, still_leader: impl Fn() -> bool) -> Result<FoldStep, Error> {
+        self.fold_step_until(still_leader, std::future::pending())
+            .await
+    }
+
+    /// [`Publisher::fold_step`], given up when `newer` (a newer table to publish) completes
+    /// first while a shard is being written or old objects deleted: the change is not held
+    /// behind a write of hundreds of kilobytes (P11). A shard given up is written again at the
+    /// next step (the write is idempotent; no manifest names it until the fold's own). Once
+    /// the deltas on the manifest reach twice the fold's threshold, the fold is no longer
+    /// given up: a steady stream of changes cannot postpone it for ever.
+    pub async fn fold_step_until(
+        &mut self,
+        still_leader: impl Fn() -> bool,
+        newer: impl std::future::Future<Output = ()>,
+    ) -> Result<FoldStep, Error> {
+        let mut newer = std::pin::pin!(newer);
+        let yielding =
+            self.deltas.0 < 2 * FOLD_AFTER_DELTAS && self.deltas.1 < 2 * FOLD_AFTER_BYTES;
         let mut step = FoldStep {
             generation: self.generation,
             ..Default::default()
@@ -463,18 +484,34 @@ impl Publisher {
             return Ok(step);
         };
         while let Some((index, hash, json)) = encoded.shards.get(fold.next) {
-            fold.next += 1;
             let name = format!("{TABLE_NAME}-{index}");
             if self.written.get(&name) == Some(hash) {
+                fold.next += 1;
                 continue;
             }
             if !still_leader() {
                 return Err(Error::NotLeader);
             }
             let (hash, data) = (hash.clone(), String::from_utf8_lossy(json).into_owned());
-            step.bytes_written = data.len();
-            self.apply(&name, SHARD, &hash, None, data).await?;
+            let bytes = data.len();
+            let write = self.apply(&name, SHARD, &hash, None, data);
+            if yielding {
+                tokio::select! {
+                    biased;
+                    written = write => written?,
+                    () = newer.as_mut() => {
+                        step.given_up = true;
+                        return Ok(step);
+                    }
+                }
+            } else {
+                write.await?;
+            }
             self.written.insert(name, hash);
+            if let Some(fold) = self.fold.as_mut() {
+                fold.next += 1;
+            }
+            step.bytes_written = bytes;
             step.shards_written = 1;
             return Ok(step);
         }
@@ -510,7 +547,12 @@ impl Publisher {
         if !more {
             self.deltas = (0, 0);
         }
-        self.clean_up(shards).await;
+        // Harmless where it is cut short: tried again after the next manifest.
+        tokio::select! {
+            biased;
+            () = self.clean_up(shards) => {}
+            () = newer.as_mut(), if yielding => step.given_up = true,
+        }
         step.done = true;
         step.generation = self.generation;
         Ok(step)
@@ -669,7 +711,8 @@ pub async fn run_publisher(
                 None => std::future::pending().await,
             }
         };
-        // A fold goes on only while no newer table waits: a change never waits for a fold.
+        // A fold goes on only while no newer table waits, and a newer table that arrives
+        // during one of its writes cuts that write short: a change never waits for a fold.
         let fold_now = term != 0 && read_back && retry_at.is_none() && publisher.folding();
         tokio::select! {
             biased;
@@ -678,11 +721,20 @@ pub async fn run_publisher(
             _ = std::future::ready(()), if fold_now => {
                 let started = std::time::Instant::now();
                 let current = &requests;
-                let step = publisher.fold_step(|| current.borrow().term == term).await;
+                // Has seen what `requests` has: completes when a newer table is sent.
+                let mut newer = requests.clone();
+                let step = publisher
+                    .fold_step_until(|| current.borrow().term == term, async move {
+                        let _ = newer.changed().await;
+                    })
+                    .await;
                 metrics.took(started.elapsed());
                 match step {
                     Ok(step) => {
                         metrics.folded(step.shards_written, step.bytes_written, step.done);
+                        if step.given_up {
+                            tracing::debug!("a fold's write cut short for a newer table");
+                        }
                         if step.done {
                             backoff.reset();
                             tracing::debug!(generation = step.generation, "deltas folded into a new manifest");

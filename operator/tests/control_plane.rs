@@ -346,6 +346,68 @@ async fn changes_are_deltas_folded_into_a_new_manifest() {
     running.stop().await;
 }
 
+// SEM-P11: a change that arrives while a fold's shard write is in flight does not wait for
+// it: the write is cut short, the change goes out as a delta on the old manifest, and the fold
+// writes the shard again afterwards and ends with a manifest that serves every change. Here
+// shard writes hang until told otherwise, so a change that waited for one would never be
+// written at all.
+#[tokio::test]
+async fn a_change_during_a_folds_shard_write_goes_out_at_once() {
+    let (api, client) = FakeApi::start(Settings::default());
+    let n = 40;
+    let running = start(
+        client,
+        true,
+        (0..n).map(service_group).collect(),
+        (0..n).map(|i| slice(i, true)).collect(),
+        vec![],
+    );
+    api.wait_for("the first manifest", 0, IN_TIME, |s| s.is_manifest_write())
+        .await;
+    api.set(|s| s.shard_write_delay = Duration::from_secs(3600));
+    // One change at a time until the fold starts: every group unready, then the first ones
+    // ready again (change c: group c % n, ready on the second round).
+    let mut folding = 0;
+    for c in 0..FOLD_AFTER_DELTAS {
+        folding = api.log().len();
+        running.send(Input::Slice(Event::Apply(slice(c % n, c >= n))));
+        api.wait_for("the change's delta", folding, IN_TIME, |s| {
+            s.is_delta_write()
+        })
+        .await;
+    }
+    api.wait_for("the fold's first shard write", folding, IN_TIME, |s| {
+        s.is_shard_write()
+    })
+    .await;
+    // g30 ready again while that write hangs: it goes out at once, as a delta.
+    running.send(Input::Slice(Event::Apply(slice(30, true))));
+    api.wait_for("the change during the fold", folding, IN_TIME, |s| {
+        s.is_delta_write() && s.body.to_string().contains("shop/g30")
+    })
+    .await;
+    let g30 = format!("{:?}", served_table(&api).groups["shop/g30"].selection);
+    assert!(g30.contains("10.0.30.2"), "served at once: {g30}");
+    // Shard writes answer again; the next change cuts the hanging write short too, and the
+    // fold then ends with a manifest that serves both changes.
+    api.set(|s| s.shard_write_delay = Duration::ZERO);
+    running.send(Input::Slice(Event::Apply(slice(31, true))));
+    api.wait_for("the fold's manifest", folding, IN_TIME, |s| {
+        s.is_manifest_write() && s.manifest_generation() > Some(1)
+    })
+    .await;
+    let table = served_table(&api);
+    for i in 0..n {
+        let g = format!(
+            "{:?}",
+            table.groups[format!("shop/g{i}").as_str()].selection
+        );
+        let ready = i < FOLD_AFTER_DELTAS - n || i == 30 || i == 31;
+        assert_eq!(g.contains(&format!("10.0.{i}.2")), ready, "g{i}: {g}");
+    }
+    running.stop().await;
+}
+
 // SEM-P7 SEM-P1: with every status write hanging, and then failing, an EndpointSlice change
 // still reaches the table at once; statuses wait, the table does not.
 #[tokio::test]

@@ -88,6 +88,8 @@ pub struct Settings {
     pub checks: Answer,
     /// Every write is answered after this long.
     pub write_delay: Duration,
+    /// Writes of table shards (not manifests, not deltas) are answered after this long more.
+    pub shard_write_delay: Duration,
 }
 
 impl Default for Settings {
@@ -97,6 +99,7 @@ impl Default for Settings {
             statuses: Answer::Ok,
             checks: Answer::Ok,
             write_delay: Duration::ZERO,
+            shard_write_delay: Duration::ZERO,
         }
     }
 }
@@ -227,6 +230,7 @@ impl FakeApi {
             path: path.clone(),
             body: body.clone(),
         };
+        let is_shard_write = seen.is_shard_write();
         self.lock().log.push(seen);
         self.changed.notify_waiters();
         let settings = self.settings.lock().expect("settings").clone();
@@ -234,6 +238,9 @@ impl FakeApi {
         let is_write = method != "GET";
         if is_write && !settings.write_delay.is_zero() {
             tokio::time::sleep(settings.write_delay).await;
+        }
+        if is_shard_write && !settings.shard_write_delay.is_zero() {
+            tokio::time::sleep(settings.shard_write_delay).await;
         }
         let is_check = path.contains("/healthchecks/");
         let answer = match (is_write, is_table, path.contains("/status?")) {

@@ -1092,7 +1092,9 @@ def main():
                          f"{delta('healthroute_operator_compile_seconds_total') / args.flips * 1000:.1f} ms compiling, "
                          f"{delta('healthroute_operator_publish_seconds_total') / args.flips * 1000:.1f} ms publishing, "
                          f"{delta('healthroute_operator_shards_written_total') / args.flips:.2f} shards written; "
-                         f"table shards {msum(after, 'healthroute_operator_table_shards'):.0f}")
+                         f"table shards {msum(after, 'healthroute_operator_table_shards'):.0f}; "
+                         f"{delta('healthroute_operator_groups_recompiled_total') / args.flips:.2f} groups recompiled, "
+                         f"{delta('healthroute_operator_events_total') / args.flips:.2f} events handled")
 
         rss = {o.name: rss_mib(o.popen.pid) for o in operators}
         rss.update({r.name: rss_mib(r.popen.pid) for r in resolvers})

@@ -31,7 +31,7 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::runtime::watcher::Event;
 use serde_json::{Value as Json, json};
-use support::fake_api::{Answer, FakeApi, Settings};
+use support::fake_api::{Answer, FakeApi, Seen, Settings};
 use tokio::sync::watch;
 
 const IN_TIME: Duration = Duration::from_secs(10);
@@ -114,6 +114,23 @@ fn start(
 }
 
 /// Starts the loop with nothing listed yet.
+/// A leader over `n` Service groups (`service_group`, each Service's slice all ready) against
+/// the API stand-in with `settings`, once it has written its first manifest.
+async fn leader_published(settings: Settings, n: usize) -> (FakeApi, Running, Seen) {
+    let (api, client) = FakeApi::start(settings);
+    let running = start(
+        client,
+        true,
+        (0..n).map(service_group).collect(),
+        (0..n).map(|i| slice(i, true)).collect(),
+        vec![],
+    );
+    let first = api
+        .wait_for("the first manifest", 0, IN_TIME, |s| s.is_manifest_write())
+        .await;
+    (api, running, first)
+}
+
 fn start_unlisted(client: kube::Client, leader: bool) -> Running {
     let mut config = Config::new(
         "healthroute",
@@ -269,17 +286,8 @@ fn condition<'a>(status: &'a Json, kind: &str) -> &'a Json {
 // from the objects on the server is the newest table at every step.
 #[tokio::test]
 async fn changes_are_deltas_folded_into_a_new_manifest() {
-    let (api, client) = FakeApi::start(Settings::default());
     let n = 40;
-    let running = start(
-        client,
-        true,
-        (0..n).map(service_group).collect(),
-        (0..n).map(|i| slice(i, true)).collect(),
-        vec![],
-    );
-    api.wait_for("the first manifest", 0, IN_TIME, |s| s.is_manifest_write())
-        .await;
+    let (api, running, _) = leader_published(Settings::default(), n).await;
     let changes = FOLD_AFTER_DELTAS + 3;
     for c in 0..changes {
         let before = api.log().len();
@@ -353,17 +361,8 @@ async fn changes_are_deltas_folded_into_a_new_manifest() {
 // written at all.
 #[tokio::test]
 async fn a_change_during_a_folds_shard_write_goes_out_at_once() {
-    let (api, client) = FakeApi::start(Settings::default());
     let n = 40;
-    let running = start(
-        client,
-        true,
-        (0..n).map(service_group).collect(),
-        (0..n).map(|i| slice(i, true)).collect(),
-        vec![],
-    );
-    api.wait_for("the first manifest", 0, IN_TIME, |s| s.is_manifest_write())
-        .await;
+    let (api, running, _) = leader_published(Settings::default(), n).await;
     api.set(|s| s.shard_write_delay = Duration::from_secs(3600));
     // One change at a time until the fold starts: every group unready, then the first ones
     // ready again (change c: group c % n, ready on the second round).
@@ -412,21 +411,12 @@ async fn a_change_during_a_folds_shard_write_goes_out_at_once() {
 // still reaches the table at once; statuses wait, the table does not.
 #[tokio::test]
 async fn status_writes_that_hang_or_fail_never_hold_back_the_table() {
-    let (api, client) = FakeApi::start(Settings {
+    let n = 300;
+    let settings = Settings {
         statuses: Answer::Hang,
         ..Default::default()
-    });
-    let n = 300;
-    let running = start(
-        client,
-        true,
-        (0..n).map(service_group).collect(),
-        (0..n).map(|i| slice(i, true)).collect(),
-        vec![],
-    );
-    let first = api
-        .wait_for("the first manifest", 0, IN_TIME, |s| s.is_manifest_write())
-        .await;
+    };
+    let (api, running, first) = leader_published(settings, n).await;
     assert_eq!(first.manifest_generation(), Some(1));
     // The status writer is stuck on its first patches, which hang.
     api.wait_for("a status write", 0, IN_TIME, |s| s.is_status_write())
@@ -565,8 +555,7 @@ async fn a_failing_publish_is_reported_as_such() {
         vec![],
         vec![],
     );
-    let status =
-        |s: &support::fake_api::Seen| s.is_status_write() && s.path.contains("/recordgroups/api/");
+    let status = |s: &Seen| s.is_status_write() && s.path.contains("/recordgroups/api/");
     let first = api.wait_for("api's first status", 0, IN_TIME, status).await;
     assert_eq!(condition(&first.body, "Ready")["status"], "True");
     assert_eq!(first.body["status"]["servedGeneration"], 1);
@@ -654,8 +643,7 @@ async fn a_status_changed_by_another_writer_is_written_back() {
     let running = start_with(client, true, config);
     let group = rg("api", "api.example.com.", "192.0.2.1");
     running.list(vec![group.clone()], vec![], vec![]);
-    let status =
-        |s: &support::fake_api::Seen| s.is_status_write() && s.path.contains("/recordgroups/api/");
+    let status = |s: &Seen| s.is_status_write() && s.path.contains("/recordgroups/api/");
     let first = api.wait_for("api's status", 0, IN_TIME, status).await;
     let shown: RecordGroupStatus =
         serde_json::from_value(first.body["status"].clone()).expect("a RecordGroup status");

@@ -37,7 +37,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_allocator_still_allocates_after_both_calls() {
+    fn memory_handed_back_is_allocated_again() {
         let kept: Vec<Vec<u8>> = (0..64).map(|i| vec![i as u8; 64 * 1024]).collect();
         drop(kept);
         release_free_memory();

@@ -943,6 +943,8 @@ def main():
     p.add_argument("--reuse", action="store_true",
                    help="use the groups an earlier --keep run of this label left (the same --groups); what is missing is created")
     p.add_argument("--cleanup", action="store_true", help="only delete this label's namespaces and their objects")
+    p.add_argument("--load-only", action="store_true",
+                   help="only load (or top up, with --reuse) this label's groups and keep them; a later --reuse run measures")
     p.add_argument("--seed", type=int, default=27)
     args = p.parse_args()
     if not args.kubeconfig:
@@ -1025,6 +1027,9 @@ def main():
             loaded = True
             rows.append(("load", f"reused {data_ns} (an earlier run's statuses and flips are in it)"))
             log(f"reusing the {n} groups in {data_ns}")
+        if args.load_only:
+            args.keep = True
+            return
 
         resolvers = []
         for name, zone in (("resolver-a", "zone-a"), ("resolver-b", "zone-b")):

@@ -638,7 +638,12 @@ mod tests {
         lean.compiler.compile(now);
         let (a, b) = (whole.compiler.table(), lean.compiler.table());
         assert_eq!(a.groups, b.groups);
-        assert_eq!(a.groups.len(), 2, "{:?}", a.groups.keys());
+        assert_eq!(
+            a.groups.len(),
+            2,
+            "{:?}",
+            a.groups.keys().collect::<Vec<_>>()
+        );
         assert_eq!(
             whole
                 .compiler

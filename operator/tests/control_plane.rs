@@ -755,7 +755,10 @@ async fn watches_resume_within_a_second_of_the_api_server_returning() {
         let mut held = Vec::new();
         while let Some((req, send)) = handle.next_request().await {
             let path = req.uri().path().to_owned();
-            let watching = req.uri().query().is_some_and(|q| q.contains("watch=true"));
+            let query = req.uri().query().unwrap_or_default().to_owned();
+            let watching = query.contains("watch=true");
+            // A streaming list: the initial events (none here), then the bookmark that ends them.
+            let initial = query.contains("sendInitialEvents=true");
             if Instant::now() < back_at {
                 let mut r = Response::new(Body::from(
                     serde_json::to_vec(&json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 503, "reason": "ServiceUnavailable", "message": "apiserver is restarting"}))
@@ -763,6 +766,14 @@ async fn watches_resume_within_a_second_of_the_api_server_returning() {
                 ));
                 *r.status_mut() = http::StatusCode::SERVICE_UNAVAILABLE;
                 send.send_response(r);
+            } else if initial {
+                seen.lock()
+                    .expect("lock")
+                    .entry(path)
+                    .or_insert_with(|| Instant::now() - back_at);
+                let end = json!({"type": "BOOKMARK", "object": {"kind": "Status", "apiVersion": "v1",
+                    "metadata": {"resourceVersion": "1", "annotations": {"k8s.io/initial-events-end": "true"}}}});
+                send.send_response(Response::new(Body::from(format!("{end}\n").into_bytes())));
             } else if watching {
                 held.push(send); // a watch that stays open
             } else {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use healthroute_resolver::counters::AnswerCounters;
 use healthroute_resolver::serving::{ServingTable, ZoneConfig};
 use healthroute_table::{
-    Answer, CompiledGroup, RecordType, RoutingTable, Selection, Target, Value,
+    Answer, CompiledGroup, GroupKey, RecordType, RoutingTable, Selection, Target, Value,
 };
 
 /// A weighted group of two one-address records, as most RecordGroups are.
@@ -56,7 +56,7 @@ fn main() {
     let table = RoutingTable {
         generation: 1,
         groups: (0..n)
-            .map(|i| (format!("bench/g{i}").into(), group(i, 1)))
+            .map(|i| (GroupKey::from(format!("bench/g{i}")), group(i, 1)))
             .collect(),
     };
     let served = ServingTable::build(&table, &zones, None, &counters).expect("builds");

@@ -463,8 +463,17 @@ impl<V> CompiledGroup<V> {
 pub struct RoutingTable<V = Value> {
     /// Grows with every compiled change; lets a reader tell tables apart.
     pub generation: u64,
-    pub groups: BTreeMap<GroupKey, Arc<CompiledGroup<V>>>,
+    pub groups: Groups<V>,
 }
+
+/// A table's groups by key: a persistent ordered map. A table made from another by a change
+/// shares every group and every node of the map that the change did not touch, so the next
+/// table costs what changed (a path of the tree per group), not a copy of the whole map, and
+/// two tables are compared by skipping what they share (P11).
+pub type Groups<V = Value> = imbl::OrdMap<GroupKey, Arc<CompiledGroup<V>>>;
+
+/// One difference between two [`Groups`] (`old.diff(&new)`), which skips what they share.
+pub use imbl::ordmap::DiffItem;
 
 impl<V: PartialEq> RoutingTable<V> {
     /// Every value a query of `group` can be answered with now: its candidates' values, alias
@@ -516,7 +525,7 @@ impl<V> Default for RoutingTable<V> {
     fn default() -> Self {
         RoutingTable {
             generation: 0,
-            groups: BTreeMap::new(),
+            groups: Groups::new(),
         }
     }
 }

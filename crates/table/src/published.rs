@@ -18,9 +18,10 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use imbl::ordmap::DiffItem;
 use serde::{Deserialize, Serialize};
 
-use crate::{CompiledGroup, Error, GroupKey, RoutingTable, Value};
+use crate::{CompiledGroup, Error, GroupKey, Groups, RoutingTable, Value};
 
 /// Label on every table ConfigMap; resolvers watch this selector.
 pub const TABLE_LABEL: &str = "healthroute.io/table";
@@ -100,45 +101,25 @@ pub struct Delta {
     pub removed: Vec<GroupKey>,
 }
 
-/// Groups changed or added from `from` to `to`, and groups removed. Unchanged groups are told
-/// by `Arc` identity (the compiler keeps it for unchanged groups): one pass, no comparison of
-/// contents.
+/// Groups changed or added from `from` to `to`, and groups removed. The map's nodes the two
+/// tables share are skipped whole (a table made from another by a change shares all but the
+/// paths to what changed); in a node they do not share, an entry counts as changed unless it
+/// is the same `Arc` or the same content.
 pub fn diff(
-    from: &BTreeMap<GroupKey, Arc<CompiledGroup<Value>>>,
-    to: &BTreeMap<GroupKey, Arc<CompiledGroup<Value>>>,
+    from: &Groups<Value>,
+    to: &Groups<Value>,
 ) -> (BTreeMap<GroupKey, Arc<CompiledGroup<Value>>>, Vec<GroupKey>) {
-    use std::cmp::Ordering::{Equal, Greater, Less};
     let mut changed = BTreeMap::new();
     let mut removed = Vec::new();
-    let (mut a, mut b) = (from.iter().peekable(), to.iter().peekable());
-    loop {
-        match (a.peek(), b.peek()) {
-            (None, None) => break,
-            (Some((ka, _)), None) => {
-                removed.push((*ka).clone());
-                a.next();
+    for item in from.diff(to) {
+        match item {
+            DiffItem::Add(key, group)
+            | DiffItem::Update {
+                new: (key, group), ..
+            } => {
+                changed.insert(key.clone(), group.clone());
             }
-            (None, Some((kb, gb))) => {
-                changed.insert((*kb).clone(), (*gb).clone());
-                b.next();
-            }
-            (Some((ka, ga)), Some((kb, gb))) => match ka.cmp(kb) {
-                Less => {
-                    removed.push((*ka).clone());
-                    a.next();
-                }
-                Greater => {
-                    changed.insert((*kb).clone(), (*gb).clone());
-                    b.next();
-                }
-                Equal => {
-                    if !Arc::ptr_eq(ga, gb) && ga != gb {
-                        changed.insert((*kb).clone(), (*gb).clone());
-                    }
-                    a.next();
-                    b.next();
-                }
-            },
+            DiffItem::Remove(key, _) => removed.push(key.clone()),
         }
     }
     (changed, removed)
@@ -393,7 +374,7 @@ impl Assembler {
                 None => return Ok(None),
             }
         } else {
-            let mut groups = BTreeMap::new();
+            let mut parts = Vec::with_capacity(manifest.hashes.len());
             for (index, want) in manifest.hashes.iter().enumerate() {
                 let Some((hash, shard)) = self.shards.get(&(index as u32)) else {
                     return Ok(None);
@@ -401,7 +382,7 @@ impl Assembler {
                 if hash != want {
                     return Ok(None);
                 }
-                groups.extend(shard.groups.iter().map(|(k, g)| (k.clone(), g.clone())));
+                parts.push(&shard.groups);
             }
             if let Some(serving) = serving
                 && manifest.generation <= serving
@@ -414,9 +395,12 @@ impl Assembler {
                 self.manifest = None;
                 return Err(refused);
             }
-            if let Some(old) = &self.current {
-                keep_unchanged(&mut groups, &old.groups);
-            }
+            let old = self.current.as_ref().map(|t| &t.groups);
+            let groups = parts
+                .into_iter()
+                .flatten()
+                .map(|(key, group)| (key.clone(), unchanged(old, key, group)))
+                .collect();
             // Shards beyond the manifest's count are left over from a larger table.
             let count = manifest.shards;
             self.shards.retain(|i, _| *i < count);
@@ -455,17 +439,15 @@ impl Assembler {
     }
 }
 
-/// Puts back the `Arc` of `old`'s group wherever `groups` holds the same content.
-fn keep_unchanged(
-    groups: &mut BTreeMap<GroupKey, Arc<CompiledGroup<Value>>>,
-    old: &BTreeMap<GroupKey, Arc<CompiledGroup<Value>>>,
-) {
-    for (key, group) in groups.iter_mut() {
-        if let Some(before) = old.get(key)
-            && (Arc::ptr_eq(before, group) || **before == **group)
-        {
-            *group = before.clone();
-        }
+/// `old`'s `Arc` of the group when it holds the same content, else `group`.
+fn unchanged(
+    old: Option<&Groups<Value>>,
+    key: &GroupKey,
+    group: &Arc<CompiledGroup<Value>>,
+) -> Arc<CompiledGroup<Value>> {
+    match old.and_then(|old| old.get(key)) {
+        Some(before) if Arc::ptr_eq(before, group) || **before == **group => before.clone(),
+        _ => group.clone(),
     }
 }
 

@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use healthroute_table::{CompiledGroup, GroupKey, RoutingTable, Value};
+use healthroute_table::{CompiledGroup, DiffItem, GroupKey, RoutingTable, Value};
 
 use super::build::Publication;
 use crate::index::Index;
@@ -75,7 +75,7 @@ impl Published {
         }
         self.table = Arc::new(RoutingTable {
             generation: found.generation,
-            groups: found.groups,
+            groups: found.groups.into_iter().collect(),
         });
         self.seeded = true;
         true
@@ -84,13 +84,17 @@ impl Published {
     /// `table` is what the resolvers can assemble now, as `generation`.
     pub fn take_published(&mut self, generation: u64, table: Arc<RoutingTable<Value>>) {
         let before = std::mem::replace(&mut self.table, table.clone());
-        for (gk, group) in &table.groups {
-            if !before.groups.get(gk).is_some_and(|b| same(b, group)) {
-                self.served_since.insert(gk.clone(), generation);
+        // What the two tables share is skipped: this costs the groups that changed.
+        for item in before.groups.diff(&table.groups) {
+            match item {
+                DiffItem::Add(gk, _) | DiffItem::Update { new: (gk, _), .. } => {
+                    self.served_since.insert(gk.clone(), generation);
+                }
+                DiffItem::Remove(gk, _) => {
+                    self.served_since.remove(gk);
+                }
             }
         }
-        self.served_since
-            .retain(|gk, _| table.groups.contains_key(gk));
         self.error = None;
     }
 

@@ -49,6 +49,8 @@ pub enum Error {
     Config(#[from] healthroute_compiler::Error),
     #[error("no Kubernetes client: {0}")]
     NoClient(#[source] kube::Error),
+    #[error("no Kubernetes client configuration: {0}")]
+    NoClientConfig(#[source] kube::config::InferConfigError),
     #[error("admin {addr}: {source}")]
     Admin {
         addr: std::net::SocketAddr,
@@ -57,4 +59,6 @@ pub enum Error {
     },
     #[error("--lease-duration must be at least 3 seconds")]
     LeaseTooShort,
+    #[error("cannot start the leader election's thread: {0}")]
+    ElectionThread(#[source] std::io::Error),
 }

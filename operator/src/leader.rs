@@ -11,6 +11,14 @@
 //! replica took the expired lease, and a new leader would wait as long to take over. Here
 //! retries stay within 2 s, and a leader that cannot renew steps down before its lease can
 //! expire on the server, so two replicas never both believe they lead.
+//!
+//! A renewal must also never wait for the rest of the process: at 100,000 groups a term's
+//! first compile and publish keep both runtime threads busy for seconds, and a renewal due
+//! then went out late, after the lease had expired on the server and the standby had taken
+//! it (two leaders for 3.4 s, `bench/scale.py`). So the election runs on a thread of its own,
+//! with its own single-threaded runtime and its own client ([`spawn`]), and the holder renews
+//! once a third of the lease has passed (`grace` is two thirds of it, as client-go renews
+//! long before expiry), not in its last third.
 
 use std::time::Duration;
 
@@ -18,6 +26,7 @@ use kube::Client;
 use kube_lease_manager::{LeaseManager, LeaseManagerBuilder};
 use tokio::sync::watch;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use healthroute_admin::retry::{Backoff, ErrorLog};
 
@@ -31,6 +40,44 @@ pub struct Election {
     pub duration: u64,
     /// Seconds before expiry at which the holder renews.
     pub grace: u64,
+}
+
+impl Election {
+    /// Seconds before expiry at which a holder renews: two thirds of `duration`.
+    pub fn grace_of(duration: u64) -> u64 {
+        duration * 2 / 3
+    }
+}
+
+/// Runs [`run`] on a thread of its own, with a single-threaded runtime and a client of its
+/// own made from `config`, so that nothing else the process does can delay a renewal. The
+/// returned receiver is told when the election has ended (the lease released after
+/// `shutdown`).
+pub fn spawn(
+    config: kube::Config,
+    election: Election,
+    leader: watch::Sender<bool>,
+    shutdown: watch::Receiver<bool>,
+) -> Result<tokio::sync::oneshot::Receiver<()>, crate::error::Error> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(crate::error::Error::ElectionThread)?;
+    // Made on the election's runtime: the client's buffer and connections live there.
+    let client = {
+        let _on = runtime.enter();
+        Client::try_from(config).map_err(crate::error::Error::NoClient)?
+    };
+    let (done, ended) = tokio::sync::oneshot::channel();
+    let span = tracing::info_span!("leader_election", identity = %election.identity);
+    std::thread::Builder::new()
+        .name("leader-election".into())
+        .spawn(move || {
+            runtime.block_on(run(client, election, leader, shutdown).instrument(span));
+            let _ = done.send(());
+        })
+        .map_err(crate::error::Error::ElectionThread)?;
+    Ok(ended)
 }
 
 /// Runs the election until `shutdown` turns true, then releases the lease (fast handover).

@@ -116,7 +116,8 @@ fn main() -> ExitCode {
 
 async fn run(args: Args) -> Result<(), Error> {
     let zones = ServedZones::new(&args.zones)?;
-    let client = kube::Client::try_default().await.map_err(Error::NoClient)?;
+    let kube_config = kube::Config::infer().await.map_err(Error::NoClientConfig)?;
+    let client = kube::Client::try_from(kube_config.clone()).map_err(Error::NoClient)?;
     let metrics = OperatorMetrics::default();
     let readiness = Arc::new(Readiness::default());
     let listener = tokio::net::TcpListener::bind(args.admin_listen)
@@ -145,14 +146,11 @@ async fn run(args: Args) -> Result<(), Error> {
         namespace: args.namespace.clone(),
         identity: args.identity.clone(),
         duration: args.lease_duration,
-        grace: args.lease_duration / 3,
+        grace: leader::Election::grace_of(args.lease_duration),
     };
     let (leader_tx, leader) = watch::channel(false);
     let (stop_tx, stop_rx) = watch::channel(false);
-    let lease_task = tokio::spawn(
-        leader::run(client.clone(), election, leader_tx, stop_rx.clone())
-            .instrument(tracing::info_span!("leader_election", identity = %args.identity)),
-    );
+    let lease_ended = leader::spawn(kube_config, election, leader_tx, stop_rx.clone())?;
 
     let config = Config {
         shards: args.table_shards,
@@ -182,6 +180,6 @@ async fn run(args: Args) -> Result<(), Error> {
     let _ = stop_tx.send(true);
     let _ = control.await;
     // The election releases the lease on the way out, for a fast handover.
-    let _ = tokio::time::timeout(Duration::from_secs(6), lease_task).await;
+    let _ = tokio::time::timeout(Duration::from_secs(6), lease_ended).await;
     Ok(())
 }

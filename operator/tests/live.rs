@@ -27,16 +27,19 @@ use serde_json::json;
 
 const LIVE: &str = "needs a live API server: HEALTHROUTE_TEST_KUBECONFIG=PATH cargo test -p healthroute-operator --test live -- --include-ignored";
 
-async fn client() -> Client {
+async fn kube_config() -> kube::Config {
     let path = std::env::var("HEALTHROUTE_TEST_KUBECONFIG")
         .ok()
         .filter(|p| !p.is_empty())
         .unwrap_or_else(|| panic!("HEALTHROUTE_TEST_KUBECONFIG is not set: {LIVE}"));
     let kubeconfig = Kubeconfig::read_from(&path).expect("readable kubeconfig");
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+    kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
-        .expect("usable kubeconfig");
-    Client::try_from(config).expect("client")
+        .expect("usable kubeconfig")
+}
+
+async fn client() -> Client {
+    Client::try_from(kube_config().await).expect("client")
 }
 
 fn apply() -> PatchParams {
@@ -299,6 +302,66 @@ async fn wait_secs<F: std::future::Future<Output = bool>>(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     panic!("timed out after {secs} s waiting for {what}");
+}
+
+// SEM-P3 SEM-P8: one writer, even when the leader's process is too busy to do anything else. The
+// repro (bench/scale.py at 100,000 groups): a term's first compile and publish kept the
+// runtime busy past the lease's renewal, the standby took the expired lease, and both led
+// for 3.4 s. Here the holder's runtime is blocked outright for three times the lease while
+// another replica contends: the election, on its own thread, keeps renewing, and the other
+// replica never leads.
+#[tokio::test]
+#[ignore = "needs a live API server (HEALTHROUTE_TEST_KUBECONFIG), run with --include-ignored"]
+async fn live_a_busy_leader_keeps_renewing_its_lease() {
+    use healthroute_operator::leader::{self, Election};
+    use k8s_openapi::api::coordination::v1::Lease;
+    use tokio::sync::watch;
+
+    let client = client().await;
+    let ns = setup(&client, "lease").await;
+    let election = |identity: &str| Election {
+        lease: "healthroute-operator".into(),
+        namespace: ns.clone(),
+        identity: identity.into(),
+        duration: 3,
+        grace: Election::grace_of(3),
+    };
+    let (stop_tx, stop) = watch::channel(false);
+    let (a_tx, a) = watch::channel(false);
+    let a_ended =
+        leader::spawn(kube_config().await, election("a"), a_tx, stop.clone()).expect("election a");
+    wait_secs("a to lead", 30, || async { *a.borrow() }).await;
+    let (b_tx, mut b) = watch::channel(false);
+    let b_ended =
+        leader::spawn(kube_config().await, election("b"), b_tx, stop.clone()).expect("election b");
+    b.borrow_and_update();
+
+    // Nothing on this runtime runs for 9 s: not a task, not a timer.
+    std::thread::sleep(Duration::from_secs(9));
+
+    assert!(*a.borrow(), "a stopped leading while its process was busy");
+    assert!(
+        !b.has_changed().expect("b's election runs") && !*b.borrow(),
+        "b took the lease while a's process was busy"
+    );
+    let lease = Api::<Lease>::namespaced(client.clone(), &ns)
+        .get("healthroute-operator")
+        .await
+        .expect("the lease");
+    let spec = lease.spec.expect("spec");
+    assert_eq!(spec.holder_identity.as_deref(), Some("a"));
+    let renewed = spec.renew_time.expect("renewed").0;
+    let age = jiff::Timestamp::now().duration_since(renewed);
+    assert!(
+        age < jiff::SignedDuration::from_secs(3),
+        "renewed {age:?} ago: the lease lapsed"
+    );
+    stop_tx.send(true).expect("stop");
+    let _ = tokio::time::timeout(Duration::from_secs(10), a_ended).await;
+    let _ = tokio::time::timeout(Duration::from_secs(10), b_ended).await;
+    let _ = Api::<Namespace>::all(client)
+        .delete(&ns, &DeleteParams::default())
+        .await;
 }
 
 // SEM-P4: the repro of a new leader's table being ignored. The leader has published

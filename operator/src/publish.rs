@@ -16,7 +16,8 @@
 //! resolver never assembles a set that is still being written. After that, each change is one
 //! delta object (`healthroute-table-delta-<generation>`): the groups that changed, on top of
 //! the manifest, so that a change costs what changed (P11). When the deltas since the manifest
-//! pass [`FOLD_AFTER_DELTAS`] or [`FOLD_AFTER_BYTES`], a fold writes them into the shards and a
+//! pass [`FOLD_AFTER_DELTAS`] or [`FOLD_AFTER_BYTES`] (per 8 shards: [`fold_due`]), a fold
+//! writes them into the shards and a
 //! new manifest, one write at a time between changes, never in a change's way: a change that
 //! arrives during a fold is a delta on the old manifest, and the fold ends with a catch-up
 //! delta on the new manifest written before it, so the new manifest never serves anything
@@ -49,10 +50,21 @@ pub const TABLE_NAME: &str = "healthroute-table";
 const HASH_ANNOTATION: &str = "healthroute.io/content-hash";
 /// The longest one table request may take before it counts as failed.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
-/// A fold starts when this many deltas lie on the manifest ...
+/// A fold starts when this many deltas lie on a manifest of up to 8 shards ...
 pub const FOLD_AFTER_DELTAS: usize = 64;
 /// ... or when they hold this many bytes together; a reader that starts reads them all.
 pub const FOLD_AFTER_BYTES: usize = 256 * 1024;
+
+/// Whether `deltas` (how many, how many bytes) on a manifest of `shards` shards call for a
+/// fold, `times` the threshold. The threshold grows with the table past 8 shards: a fold
+/// rewrites up to every shard (about 256 KiB each), so a fixed 64 deltas would cost each
+/// change half a shard at 100,000 groups; 8 deltas per shard (rounded up to 8 shards) keep a fold at
+/// about 32 KiB per change at any size, and the deltas a starting resolver reads beside
+/// the shards at about an eighth of the table's bytes.
+pub fn fold_due(deltas: (usize, usize), shards: u32, times: usize) -> bool {
+    let scale = (shards as usize).div_ceil(8).max(1) * times;
+    deltas.0 >= FOLD_AFTER_DELTAS * scale || deltas.1 >= FOLD_AFTER_BYTES * scale
+}
 /// A change larger than this is published as a full table (it touches most shards anyway).
 pub const MAX_DELTA_BYTES: usize = 128 * 1024;
 
@@ -148,6 +160,11 @@ impl Publisher {
             full_next: true,
             fold: None,
         }
+    }
+
+    /// The published manifest's shard count (0 before the first).
+    fn shards(&self) -> u32 {
+        self.manifest.as_ref().map_or(0, |(m, _)| m.shards)
     }
 
     /// Forgets what was written (a new leadership term reads the server again).
@@ -317,9 +334,7 @@ impl Publisher {
                 self.served = Some(table.clone());
                 self.stale_deltas = true;
                 self.deltas = (self.deltas.0 + 1, self.deltas.1 + bytes);
-                if self.fold.is_none()
-                    && (self.deltas.0 >= FOLD_AFTER_DELTAS || self.deltas.1 >= FOLD_AFTER_BYTES)
-                {
+                if self.fold.is_none() && fold_due(self.deltas, self.shards(), 1) {
                     self.fold = Some(Fold {
                         target: table.clone(),
                         encoded: None,
@@ -469,8 +484,7 @@ impl Publisher {
         newer: impl std::future::Future<Output = ()>,
     ) -> Result<FoldStep, Error> {
         let mut newer = std::pin::pin!(newer);
-        let yielding =
-            self.deltas.0 < 2 * FOLD_AFTER_DELTAS && self.deltas.1 < 2 * FOLD_AFTER_BYTES;
+        let yielding = !fold_due(self.deltas, self.shards(), 2);
         let mut step = FoldStep {
             generation: self.generation,
             ..Default::default()
@@ -825,6 +839,43 @@ pub async fn run_publisher(
                 failed(e.to_string(), &mut errors);
                 retry_at = Some(tokio::time::Instant::now() + backoff.next_delay());
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // SEM-P11: the fold threshold is 64 deltas or 256 KiB up to 8 shards, and grows with the
+    // table past that, so that a fold costs about 32 KiB per change at any size.
+    #[test]
+    fn the_fold_threshold_grows_with_the_table() {
+        let small = 8;
+        assert!(!fold_due((63, 63 * 600), small, 1));
+        assert!(fold_due((64, 64 * 600), small, 1));
+        assert!(fold_due((3, FOLD_AFTER_BYTES), small, 1));
+        // 100,000 groups: 117 shards, 15 times the threshold.
+        let large = 117;
+        assert!(!fold_due((64, 64 * 600), large, 1));
+        assert!(!fold_due((959, 959 * 600), large, 1));
+        assert!(fold_due((960, 960 * 600), large, 1));
+        assert!(fold_due((10, 15 * FOLD_AFTER_BYTES), large, 1));
+        // Twice the threshold: a fold no longer gives way to changes.
+        assert!(!fold_due((1919, 0), large, 2));
+        assert!(fold_due((1920, 0), large, 2));
+        // Before a first manifest (no shards yet), the base threshold.
+        assert!(fold_due((64, 0), 0, 1));
+        // The amortised cost: a fold rewrites at most every shard (about 256 KiB each).
+        for shards in [1_u32, 8, 21, 117, 400] {
+            let deltas = (1..)
+                .find(|&n| fold_due((n, n * 600), shards, 1))
+                .expect("a fold comes");
+            let per_change = shards as usize * 256 * 1024 / deltas;
+            assert!(
+                per_change <= 33 * 1024,
+                "{shards} shards: {per_change} bytes per change"
+            );
         }
     }
 }

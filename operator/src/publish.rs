@@ -65,6 +65,9 @@ pub fn fold_due(deltas: (usize, usize), shards: u32, times: usize) -> bool {
     let scale = (shards as usize).div_ceil(8).max(1) * times;
     deltas.0 >= FOLD_AFTER_DELTAS * scale || deltas.1 >= FOLD_AFTER_BYTES * scale
 }
+/// Shard writes of a full table in flight at once (a fold writes one at a time, between
+/// changes).
+const SHARD_WRITES_IN_FLIGHT: usize = 4;
 /// A change larger than this is published as a full table (it touches most shards anyway).
 pub const MAX_DELTA_BYTES: usize = 128 * 1024;
 
@@ -371,25 +374,43 @@ impl Publisher {
             self.settle(table, 0);
             return Ok(report);
         }
-        for (index, hash, json) in &encoded.shards {
-            let name = format!("{TABLE_NAME}-{index}");
-            if self.written.get(&name) == Some(hash) {
-                continue;
-            }
+        // The shards whose content changed, a few at a time: a term's first table at 100,000
+        // groups rewrites up to every shard (about 256 KiB each), one after the other took
+        // seconds of a takeover. The manifest follows once all of them are written.
+        let changed: Vec<_> = encoded
+            .shards
+            .iter()
+            .map(|(index, hash, json)| (format!("{TABLE_NAME}-{index}"), hash, json))
+            .filter(|(name, hash, _)| self.written.get(name) != Some(*hash))
+            .collect();
+        for batch in changed.chunks(SHARD_WRITES_IN_FLIGHT) {
             if !still_leader() {
                 return Err(Error::NotLeader);
             }
-            self.apply(
-                &name,
-                SHARD,
-                hash,
-                None,
-                String::from_utf8_lossy(json).into_owned(),
-            )
-            .await?;
-            self.written.insert(name, hash.clone());
-            report.shards_written += 1;
-            report.bytes_written += json.len();
+            let writes = batch.iter().map(|(name, hash, json)| {
+                self.apply(
+                    name,
+                    SHARD,
+                    hash,
+                    None,
+                    String::from_utf8_lossy(json).into_owned(),
+                )
+            });
+            let results = futures::future::join_all(writes).await;
+            let mut failed = None;
+            for ((name, hash, json), result) in batch.iter().zip(results) {
+                match result {
+                    Ok(()) => {
+                        self.written.insert(name.clone(), (*hash).clone());
+                        report.shards_written += 1;
+                        report.bytes_written += json.len();
+                    }
+                    Err(e) => failed = failed.or(Some(e)),
+                }
+            }
+            if let Some(e) = failed {
+                return Err(e);
+            }
         }
         let (manifest, bytes) = self
             .write_manifest(encoded.manifest, None, &still_leader)

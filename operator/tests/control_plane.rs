@@ -113,7 +113,6 @@ fn start(
     running
 }
 
-/// Starts the loop with nothing listed yet.
 /// A leader over `n` Service groups (`service_group`, each Service's slice all ready) against
 /// the API stand-in with `settings`, once it has written its first manifest.
 async fn leader_published(settings: Settings, n: usize) -> (FakeApi, Running, Seen) {
@@ -131,6 +130,7 @@ async fn leader_published(settings: Settings, n: usize) -> (FakeApi, Running, Se
     (api, running, first)
 }
 
+/// Starts the loop with nothing listed yet (2 shards at least).
 fn start_unlisted(client: kube::Client, leader: bool) -> Running {
     let mut config = Config::new(
         "healthroute",
@@ -352,6 +352,40 @@ async fn changes_are_deltas_folded_into_a_new_manifest() {
         "{g}"
     );
     running.stop().await;
+}
+
+// SEM-P11: a full table's shards are written a few at a time, the manifest once all are:
+// with every table write left unanswered, exactly 4 shard writes are in flight and no
+// manifest follows them.
+#[tokio::test]
+async fn a_full_tables_shards_are_written_four_at_a_time() {
+    let (api, client) = FakeApi::start(Settings {
+        tables: Answer::Hang,
+        ..Settings::default()
+    });
+    let mut config = Config::new(
+        "healthroute",
+        ServedZones::new(["example.com"]).expect("zone"),
+    );
+    config.shards = 8;
+    let running = start_with(client, true, config);
+    let n = 40;
+    running.list(
+        (0..n).map(service_group).collect(),
+        (0..n).map(|i| slice(i, true)).collect(),
+        vec![],
+    );
+    let shard_writes = |api: &FakeApi| api.log().iter().filter(|s| s.is_shard_write()).count();
+    for _ in 0..100 {
+        if shard_writes(&api) >= 4 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(shard_writes(&api), 4, "{:?}", api.log());
+    assert!(!api.log().iter().any(|s| s.is_manifest_write()));
+    running.task.abort(); // its writes never end
 }
 
 // SEM-P11: a change that arrives while a fold's shard write is in flight does not wait for

@@ -490,14 +490,25 @@ async fn status_writes_that_hang_or_fail_never_hold_back_the_table() {
     running.stop().await;
 }
 
-// SEM-P4: a new leader whose process counted nothing yet continues above the generation it
-// finds published, and above the generation a resolver says it serves.
+// SEM-P4 SEM-P11: a new leader whose process counted nothing yet continues above the
+// generation it finds published, and above the generation a resolver says it serves. Its
+// first table is a new manifest; where the shards on the server are those the published
+// manifest names, it names them again and carries what changed in a catch-up delta, without
+// rewriting a shard; where they are not (a shard left by a leader that stopped before its
+// manifest), the shards are written.
 #[tokio::test]
 async fn a_new_leader_continues_above_the_published_generation() {
     let old = [rg("api", "api.example.com.", "192.0.2.1")];
-    for (lease_generation, expected) in [(None, 42), (Some(50), 51)] {
+    for (lease_generation, expected, stray_shard) in
+        [(None, 42, false), (Some(50), 51, false), (None, 42, true)]
+    {
         let (api, client) = FakeApi::start(Settings::default());
         put_published(&api, &compiled(41, &old), 2);
+        if stray_shard {
+            let mut cm = api.configmap("healthroute-table-0").expect("shard 0");
+            cm["metadata"]["annotations"]["healthroute.io/content-hash"] = json!("other");
+            api.put_configmap(cm);
+        }
         let leases = lease_generation.map(lease).into_iter().collect();
         // The group was edited while no leader was running.
         let running = start(
@@ -511,6 +522,8 @@ async fn a_new_leader_continues_above_the_published_generation() {
             .wait_for("a manifest", 0, IN_TIME, |s| s.is_manifest_write())
             .await;
         assert_eq!(manifest.manifest_generation(), Some(expected));
+        let shards_written = api.log().iter().filter(|s| s.is_shard_write()).count();
+        assert_eq!(shards_written > 0, stray_shard, "{:?}", api.log());
         let table = served_table(&api);
         assert!(format!("{:?}", table.groups["shop/api"]).contains("192.0.2.2"));
         running.stop().await;
@@ -539,10 +552,15 @@ async fn a_new_leader_keeps_the_last_good_version_of_a_rejected_group() {
         vec![],
         vec![],
     );
-    api.wait_for("a manifest", 0, IN_TIME, |s| s.is_manifest_write())
+    let manifest = api
+        .wait_for("a manifest", 0, IN_TIME, |s| s.is_manifest_write())
         .await;
+    assert_eq!(manifest.manifest_generation(), Some(8));
     let table = served_table(&api);
-    assert_eq!(table.generation, 8);
+    assert_eq!(
+        table.generation, 9,
+        "the new manifest, and its catch-up delta"
+    );
     let served = format!(
         "{:?}",
         table.groups.get("shop/api").expect("api still served")

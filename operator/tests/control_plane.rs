@@ -744,8 +744,9 @@ async fn a_status_changed_by_another_writer_is_written_back() {
     running.stop().await;
 }
 
-// SEM-P3: a replica that is not the leader writes nothing, and one that becomes leader starts
-// by reading back what is published.
+// SEM-P3: a replica that is not the leader writes nothing and compiles nothing, and one that
+// becomes leader starts by reading back what is published; one that steps down forgets its
+// outputs and compiles again only when it leads again.
 #[tokio::test]
 async fn only_the_leader_writes_and_a_term_starts_with_a_read_back() {
     let (api, client) = FakeApi::start(Settings::default());
@@ -758,12 +759,34 @@ async fn only_the_leader_writes_and_a_term_starts_with_a_read_back() {
     );
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(api.log().is_empty(), "a follower sent {:?}", api.log());
+    let compiles = || running.metrics.control.compiles.load(Ordering::Relaxed);
+    assert_eq!(compiles(), 0, "a follower compiled");
     running.leader.send(true).expect("leader");
     api.wait_for("a manifest", 0, IN_TIME, |s| s.is_manifest_write())
         .await;
     let log = api.log();
     assert_eq!(log[0].method, "GET", "the term starts by reading back");
     assert!(log[0].path.contains("configmaps"), "{}", log[0].path);
+    assert!(compiles() > 0);
+    // Stepping down: no compile until the next term, which publishes the edit made meanwhile.
+    running.leader.send(false).expect("follower");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let after_term = compiles();
+    running.send(Input::Group(Event::Apply(rg(
+        "api",
+        "api.example.com.",
+        "192.0.2.7",
+    ))));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(compiles(), after_term, "a follower compiled");
+    let before = api.log().len();
+    running.leader.send(true).expect("leader");
+    api.wait_for("the next term's table", before, IN_TIME, |s| {
+        s.is_table_commit()
+    })
+    .await;
+    let table = served_table(&api);
+    assert!(format!("{:?}", table.groups["shop/api"]).contains("192.0.2.7"));
     running.stop().await;
 }
 

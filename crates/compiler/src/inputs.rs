@@ -52,6 +52,42 @@ pub struct EndpointInput {
 }
 
 impl Compiler {
+    /// Drops every output (outcomes, last good versions, check health, shift clocks, the
+    /// engines' state, the table) and keeps the inputs: the next compile starts from them as a
+    /// compiler that has just been fed them would. A standby operator holds its inputs only
+    /// (it compiles once it leads); what a term found right comes back with the next one's
+    /// read-back (P6) and the engines' resume (AS11).
+    pub fn forget_outputs(&mut self) {
+        let fresh = Compiler {
+            zones: self.zones.clone(),
+            default_ttl: self.default_ttl,
+            explain: self.explain,
+            no_statuses: self.no_statuses,
+            ..Default::default()
+        };
+        let old = std::mem::replace(self, fresh);
+        self.assume_impaired(old.assumed_impaired);
+        for (key, endpoints) in old.services {
+            self.upsert_service(key, endpoints);
+        }
+        for (key, check) in old.checks {
+            self.upsert_check(key, check);
+        }
+        self.heartbeats = old.heartbeats;
+        for (key, shift) in old.shifts {
+            self.upsert_shift(key, shift);
+        }
+        for (key, autoshift) in old.autoshifts {
+            self.upsert_autoshift(key, autoshift);
+        }
+        for (name, node) in old.nodes {
+            self.upsert_node(name, node);
+        }
+        for (key, group) in old.groups {
+            self.upsert_group(key, group);
+        }
+    }
+
     pub fn upsert_group(&mut self, key: ObjectKey, input: GroupInput) {
         if self.groups.get(&key) == Some(&input) {
             return;

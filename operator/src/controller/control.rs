@@ -179,6 +179,14 @@ impl Control {
             self.term = self.terms;
             self.index.resume_autoshifts();
         } else {
+            if self.term != 0 {
+                // A standby holds the inputs only; it compiles again once it leads (P3).
+                self.index.compiler.forget_outputs();
+                self.metrics
+                    .checks_without_checker
+                    .store(0, Ordering::Relaxed);
+                self.metrics.set_shift_expiries(Vec::new());
+            }
             self.term = 0;
             self.autoshift.clear_active();
         }
@@ -223,8 +231,13 @@ impl Control {
         if !self.index.synced() {
             return; // never publish a table built from a partial list
         }
-        self.statuses.take_read_back(&mut self.index);
         self.readiness.set_synced();
+        if self.term == 0 {
+            // A standby compiles nothing: it takes over from its inputs, as a replica that
+            // just started would, and holds no outcome, table or engine state meanwhile.
+            return;
+        }
+        self.statuses.take_read_back(&mut self.index);
         let started = std::time::Instant::now();
         let now = Timestamp::now();
         let report = self.index.compiler.compile(now);
@@ -240,9 +253,6 @@ impl Control {
         m.table_groups
             .store(table.groups.len() as u64, Ordering::Relaxed);
         self.export_gauges();
-        if self.term == 0 {
-            return; // what the engines did is the leader's to tell
-        }
         self.tell_autoshift_events(&report.autoshift_events);
         self.statuses
             .take_autoshift_events(&report.autoshift_events);

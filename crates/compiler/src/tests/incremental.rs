@@ -66,3 +66,33 @@ fn lighter_compilers_serve_the_same_table() {
             .is_empty()
     );
 }
+
+// SEM-P3: a standby operator keeps its inputs only. Forgetting the outputs leaves no outcome
+// and an empty table, and the next compile gives back the same table and statuses as before.
+#[test]
+fn forgotten_outputs_compile_back_the_same() {
+    let mut c = mk_compiler();
+    weighted_10_20_20(&mut c);
+    set_check(&mut c, "hc-a", false);
+    c.upsert_group(
+        key("alias"),
+        group_input(mk_group(
+            "alias",
+            RoutingPolicy::Simple,
+            vec![mk_alias_record("x", "api", true)],
+        )),
+    );
+    c.compile(t0());
+    let table = c.table().groups.clone();
+    let status = c.group_status(&key("api")).expect("status");
+    assert_eq!(table.len(), 2);
+
+    c.forget_outputs();
+    assert!(c.group_status(&key("api")).is_none(), "no outcome kept");
+    assert!(c.table().groups.is_empty(), "no table kept");
+
+    let report = c.compile(t0());
+    assert_eq!(report.recompiled, 2, "every group compiled again");
+    assert_eq!(c.table().groups, table);
+    assert_eq!(c.group_status(&key("api")).expect("status"), status);
+}

@@ -137,7 +137,7 @@ async fn run(args: Args) -> Result<(), Error> {
             .instrument(tracing::info_span!("admin", addr = %args.admin_listen)),
     );
 
-    // P3: one writer. Every replica watches and compiles; only the lease holder writes.
+    // P3: one writer. Every replica watches; only the lease holder compiles and writes.
     if args.lease_duration < 3 {
         return Err(Error::LeaseTooShort);
     }

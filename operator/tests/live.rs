@@ -399,7 +399,7 @@ async fn live_a_new_leader_continues_the_generation() {
     let before = published(&client, &ns).await.expect("published").generation;
     assert!(before >= 2, "generation {before}");
     let b = replica(&client, &ns, false);
-    tokio::time::sleep(Duration::from_secs(2)).await; // b lists and compiles as a follower
+    tokio::time::sleep(Duration::from_secs(2)).await; // b lists as a follower
     a.kill();
     rgs.patch(
         "api",

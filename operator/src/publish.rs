@@ -318,6 +318,9 @@ impl Publisher {
         if !self.loaded {
             self.read_back().await?;
         }
+        // The shards read back name the base of a renewed manifest for the first publish
+        // after the read-back only: anything written since (a fold) changes what they hold.
+        let read_back_shards = self.manifest_groups.take();
         if !self.full_next
             && let (Some(served), Some((manifest, base_hash))) = (&self.served, &self.manifest)
         {
@@ -371,7 +374,8 @@ impl Publisher {
                 return Ok(report);
             }
         }
-        self.publish_full(table, still_leader).await
+        self.publish_full(table, still_leader, read_back_shards)
+            .await
     }
 
     /// Writes the shards whose content changed, then the manifest under the next generation,
@@ -380,6 +384,7 @@ impl Publisher {
         &mut self,
         table: &Arc<RoutingTable<Value>>,
         still_leader: impl Fn() -> bool,
+        read_back_shards: Option<healthroute_table::Groups>,
     ) -> Result<PublishReport, Error> {
         let encoded = self.encoder.encode(table)?;
         let mut report = PublishReport {
@@ -395,7 +400,9 @@ impl Publisher {
             self.settle(table, 0);
             return Ok(report);
         }
-        if let Some(report) = self.renew_manifest(table, &still_leader).await? {
+        if let Some(base) = read_back_shards
+            && let Some(report) = self.renew_manifest(base, table, &still_leader).await?
+        {
             return Ok(report);
         }
         // The shards whose content changed, a few at a time: a term's first table at 100,000
@@ -456,11 +463,11 @@ impl Publisher {
     /// shards are not those, or the catch-up would not fit in one object: a full table then.
     async fn renew_manifest(
         &mut self,
+        base: healthroute_table::Groups,
         table: &Arc<RoutingTable<Value>>,
         still_leader: &impl Fn() -> bool,
     ) -> Result<Option<PublishReport>, Error> {
-        let (Some(base), Some((manifest, _))) = (self.manifest_groups.take(), &self.manifest)
-        else {
+        let Some((manifest, _)) = &self.manifest else {
             return Ok(None);
         };
         let manifest = manifest.clone();

@@ -374,15 +374,11 @@ impl Assembler {
                 None => return Ok(None),
             }
         } else {
-            let mut parts = Vec::with_capacity(manifest.hashes.len());
             for (index, want) in manifest.hashes.iter().enumerate() {
-                let Some((hash, shard)) = self.shards.get(&(index as u32)) else {
-                    return Ok(None);
-                };
-                if hash != want {
-                    return Ok(None);
+                match self.shards.get(&(index as u32)) {
+                    Some((hash, _)) if hash == want => {}
+                    _ => return Ok(None),
                 }
-                parts.push(&shard.groups);
             }
             if let Some(serving) = serving
                 && manifest.generation <= serving
@@ -395,12 +391,23 @@ impl Assembler {
                 self.manifest = None;
                 return Err(refused);
             }
+            // Each group the table served before with the same content keeps its `Arc`, in the
+            // new table and in the shard it came from: a shard holding copies of groups the
+            // table holds too would keep a second table alive after every fold.
             let old = self.current.as_ref().map(|t| &t.groups);
-            let groups = parts
-                .into_iter()
-                .flatten()
-                .map(|(key, group)| (key.clone(), unchanged(old, key, group)))
-                .collect();
+            let mut groups = Groups::new();
+            for index in 0..manifest.shards {
+                let Some((_, shard)) = self.shards.get_mut(&index) else {
+                    continue;
+                };
+                for (key, group) in shard.groups.iter_mut() {
+                    let kept = unchanged(old, key, group);
+                    if !Arc::ptr_eq(&kept, group) {
+                        *group = kept.clone();
+                    }
+                    groups.insert(key.clone(), kept);
+                }
+            }
             // Shards beyond the manifest's count are left over from a larger table.
             let count = manifest.shards;
             self.shards.retain(|i, _| *i < count);
@@ -795,5 +802,15 @@ mod tests {
                 .iter()
                 .all(|(k, g)| Arc::ptr_eq(g, &second.groups[k]))
         );
+        // The shards read for it hold those same Arcs, not copies: no second table is kept.
+        let in_shards: Vec<_> = a
+            .shards
+            .values()
+            .flat_map(|(_, shard)| shard.groups.iter())
+            .collect();
+        assert_eq!(in_shards.len(), third.groups.len());
+        for (k, g) in in_shards {
+            assert!(Arc::ptr_eq(g, &third.groups[k]), "{k}: a copy in its shard");
+        }
     }
 }

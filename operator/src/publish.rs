@@ -73,7 +73,8 @@ const SHARD_WRITES_IN_FLIGHT: usize = 4;
 /// A change larger than this is published as a full table (it touches most shards anyway).
 pub const MAX_DELTA_BYTES: usize = 128 * 1024;
 
-type Groups = BTreeMap<GroupKey, Arc<CompiledGroup<Value>>>;
+/// Groups as a delta or a shard carries them.
+type DeltaGroups = BTreeMap<GroupKey, Arc<CompiledGroup<Value>>>;
 
 /// The name of the delta object of `generation`.
 pub fn delta_name(generation: u64) -> String {
@@ -102,7 +103,7 @@ pub struct ReadBack {
     /// applied: what the resolvers serve, or are about to (a leader that stopped between a
     /// shard and the manifest left newer shards than the manifest names; their groups are
     /// good versions all the same).
-    pub groups: Groups,
+    pub groups: healthroute_table::Groups,
 }
 
 /// What one step of a fold did.
@@ -272,13 +273,7 @@ impl Publisher {
                 let hash = m.hashes.get(i as usize);
                 hash.is_some() && self.written.get(&format!("{TABLE_NAME}-{i}")) == hash
             });
-            named.then(|| {
-                found
-                    .groups
-                    .iter()
-                    .map(|(k, g)| (k.clone(), g.clone()))
-                    .collect()
-            })
+            named.then(|| found.groups.clone())
         });
         if let Some((m, hash)) = &manifest {
             found.generation = m.generation;
@@ -386,6 +381,13 @@ impl Publisher {
         still_leader: impl Fn() -> bool,
         read_back_shards: Option<healthroute_table::Groups>,
     ) -> Result<PublishReport, Error> {
+        // Before the encode: a renewed manifest names shards already written, and encoding
+        // 100,000 groups for nothing would take a takeover's second.
+        if let Some(base) = read_back_shards
+            && let Some(report) = self.renew_manifest(base, table, &still_leader).await?
+        {
+            return Ok(report);
+        }
         let encoded = self.encoder.encode(table)?;
         let mut report = PublishReport {
             generation: self.generation,
@@ -398,11 +400,6 @@ impl Publisher {
         // The manifest on the server is this table, and no delta lies on it: nothing to write.
         if same_set && self.generation == self.manifest.as_ref().map_or(0, |(m, _)| m.generation) {
             self.settle(table, 0);
-            return Ok(report);
-        }
-        if let Some(base) = read_back_shards
-            && let Some(report) = self.renew_manifest(base, table, &still_leader).await?
-        {
             return Ok(report);
         }
         // The shards whose content changed, a few at a time: a term's first table at 100,000
@@ -459,8 +456,9 @@ impl Publisher {
     /// since them (the deltas of the last term, and this change), as a fold ends. A new
     /// manifest still starts the term (an old leader's deltas on the old one are left behind,
     /// as with any full table), without rewriting the shards those deltas touched: at 100,000
-    /// groups that was most of the 117 shards and seconds of a takeover. `None` when the
-    /// shards are not those, or the catch-up would not fit in one object: a full table then.
+    /// groups that was most of the 117 shards and seconds of a takeover. Nothing is written
+    /// when the shards hold this table and no delta lies on them. `None` when the catch-up
+    /// would not fit in one object: a full table then.
     async fn renew_manifest(
         &mut self,
         base: healthroute_table::Groups,
@@ -477,8 +475,17 @@ impl Publisher {
         if !fits {
             return Ok(None);
         }
-        let catch_up = (!groups.is_empty() || !removed.is_empty()).then_some((groups, removed));
         let shards = manifest.shards;
+        if groups.is_empty() && removed.is_empty() && self.generation == manifest.generation {
+            // The manifest on the server is this table, and no delta lies on it.
+            self.settle(table, 0);
+            return Ok(Some(PublishReport {
+                generation: self.generation,
+                shards,
+                ..Default::default()
+            }));
+        }
+        let catch_up = (!groups.is_empty() || !removed.is_empty()).then_some((groups, removed));
         let (_, bytes) = self
             .write_manifest(manifest, catch_up, still_leader)
             .await?;
@@ -502,7 +509,7 @@ impl Publisher {
     async fn write_manifest(
         &mut self,
         manifest: Manifest,
-        catch_up: Option<(Groups, Vec<GroupKey>)>,
+        catch_up: Option<(DeltaGroups, Vec<GroupKey>)>,
         still_leader: &impl Fn() -> bool,
     ) -> Result<(Manifest, usize), Error> {
         let manifest = Manifest {

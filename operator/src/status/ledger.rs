@@ -713,7 +713,7 @@ mod tests {
         ledger.new_term(true);
         ledger.hold_read_back(ReadBack {
             generation: 1,
-            groups: index.compiler.table().groups.clone().into_iter().collect(),
+            groups: index.compiler.table().groups.clone(),
         });
         ledger.take_read_back(&mut index);
         compile(&mut ledger, &mut index, t(20));

@@ -75,7 +75,7 @@ impl Published {
         }
         self.table = Arc::new(RoutingTable {
             generation: found.generation,
-            groups: found.groups.into_iter().collect(),
+            groups: found.groups,
         });
         self.seeded = true;
         true

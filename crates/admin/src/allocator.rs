@@ -1,5 +1,5 @@
-//! The two calls to glibc's allocator that both binaries make: fewer arenas, and handing freed
-//! pages back. Neither has a safe wrapper, so this is, with the resolver's socket calls, one of
+//! The calls to glibc's allocator that both binaries make: fewer arenas, large blocks mapped on
+//! their own, and handing freed pages back. Neither has a safe wrapper, so this is, with the resolver's socket calls, one of
 //! the two modules of the workspace that may use `unsafe`. Both are no-ops off glibc.
 #![allow(unsafe_code)]
 
@@ -10,13 +10,7 @@
 /// `lifecycle::runtime` calls it first.
 pub fn limit_arenas(arenas: usize) {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only sets an allocator parameter; it is called before other threads run.
-    unsafe {
-        libc::mallopt(
-            libc::M_ARENA_MAX,
-            libc::c_int::try_from(arenas.max(1)).unwrap_or(libc::c_int::MAX),
-        );
-    }
+    set(libc::M_ARENA_MAX, arenas.max(1));
     #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
     let _ = arenas;
 }
@@ -30,15 +24,21 @@ pub fn limit_arenas(arenas: usize) {
 /// [`limit_arenas`].
 pub fn map_large_blocks(bytes: usize) {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only sets an allocator parameter; it is called before other threads run.
-    unsafe {
-        libc::mallopt(
-            libc::M_MMAP_THRESHOLD,
-            libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX),
-        );
-    }
+    set(libc::M_MMAP_THRESHOLD, bytes);
     #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
     let _ = bytes;
+}
+
+/// Sets one of glibc's malloc parameters (values past `c_int` are capped).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn set(param: libc::c_int, value: usize) {
+    // SAFETY: mallopt only sets an allocator parameter; its callers run before other threads.
+    unsafe {
+        libc::mallopt(
+            param,
+            libc::c_int::try_from(value).unwrap_or(libc::c_int::MAX),
+        );
+    }
 }
 
 /// Hands memory the allocator holds but no one uses back to the system. Loading a table

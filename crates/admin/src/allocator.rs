@@ -1,6 +1,7 @@
 //! The calls to glibc's allocator that both binaries make: fewer arenas, large blocks mapped on
-//! their own, and handing freed pages back. Neither has a safe wrapper, so this is, with the resolver's socket calls, one of
-//! the two modules of the workspace that may use `unsafe`. Both are no-ops off glibc.
+//! their own, and handing freed pages back. None has a safe wrapper, so this is, with the
+//! resolver's socket calls, one of the two modules of the workspace that may use `unsafe`. All
+//! are no-ops off glibc.
 #![allow(unsafe_code)]
 
 /// Caps glibc's malloc arenas at `arenas` (its default is 8 per core). Each thread that

@@ -946,6 +946,8 @@ def main():
     p.add_argument("--load-only", action="store_true",
                    help="only load (or top up, with --reuse) this label's groups and keep them; a later --reuse run measures")
     p.add_argument("--seed", type=int, default=27)
+    p.add_argument("--hold", type=float, default=0, metavar="SECONDS",
+                   help="before stopping the processes, keep them running this long (pids printed) to inspect them")
     args = p.parse_args()
     if not args.kubeconfig:
         needs_cluster()
@@ -1145,6 +1147,10 @@ def main():
     except (ApiError, RuntimeError) as e:
         log(f"stopped: {e}")
     finally:
+        if args.hold:
+            log(f"holding {args.hold:.0f} s before stopping: " +
+                ", ".join(f"{p.name} pid {p.popen.pid}" for p in procs if p.popen.poll() is None))
+            time.sleep(args.hold)
         for proc in procs:
             proc.stop()
         report()

@@ -947,7 +947,7 @@ def main():
                    help="only load (or top up, with --reuse) this label's groups and keep them; a later --reuse run measures")
     p.add_argument("--seed", type=int, default=27)
     p.add_argument("--hold", type=float, default=0, metavar="SECONDS",
-                   help="before stopping the processes, keep them running this long (pids printed) to inspect them")
+                   help="after the RSS is measured, keep every process running this long (pids printed) to inspect them")
     args = p.parse_args()
     if not args.kubeconfig:
         needs_cluster()
@@ -1110,6 +1110,10 @@ def main():
         cp = {c: cluster_pid(args.cluster_dir, c) for c in ("kube-apiserver", "etcd")}
         if all(cp.values()):
             rows.append(("RSS kube-apiserver / etcd (MiB)", " / ".join(mib(rss_mib(cp[c])) for c in cp)))
+        if args.hold:
+            log(f"holding {args.hold:.0f} s as measured: leader {leader.name} pid {leader.popen.pid}, standby "
+                f"{standby.name} pid {standby.popen.pid}, " + ", ".join(f"{r.name} pid {r.popen.pid}" for r in resolvers))
+            time.sleep(args.hold)
 
         wins = sum(len(leadership(o)) for o in operators)
         rows.append(("leadership taken before the takeover (1 = no unplanned change)", str(wins)))
@@ -1147,10 +1151,6 @@ def main():
     except (ApiError, RuntimeError) as e:
         log(f"stopped: {e}")
     finally:
-        if args.hold:
-            log(f"holding {args.hold:.0f} s before stopping: " +
-                ", ".join(f"{p.name} pid {p.popen.pid}" for p in procs if p.popen.poll() is None))
-            time.sleep(args.hold)
         for proc in procs:
             proc.stop()
         report()

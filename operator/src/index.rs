@@ -99,7 +99,7 @@ struct SliceEndpoints {
     endpoints: Vec<EndpointInput>,
 }
 
-fn key_of<K: ResourceExt>(o: &K) -> ObjectKey {
+pub(crate) fn key_of<K: ResourceExt>(o: &K) -> ObjectKey {
     ObjectKey::new(o.namespace().unwrap_or_default(), o.name_any())
 }
 

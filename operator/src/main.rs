@@ -105,6 +105,13 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // Every 10 s, what a burst freed (4 MiB or more) goes back to the system: a first start's
+    // 10,000 status writes left the leader at 102 MiB otherwise (docs/benchmarks.md).
+    if let Err(e) =
+        healthroute_admin::allocator::spawn_scavenger(std::time::Duration::from_secs(10), 4 << 20)
+    {
+        tracing::warn!(error = %e, "no scavenger thread: freed memory stays with the process");
+    }
     match runtime.block_on(run(args)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -1,7 +1,7 @@
 //! The calls to glibc's allocator that both binaries make: fewer arenas, large blocks mapped on
-//! their own, and handing freed pages back. None has a safe wrapper, so this is, with the
-//! resolver's socket calls, one of the two modules of the workspace that may use `unsafe`. All
-//! are no-ops off glibc.
+//! their own, and handing freed pages back (after a table load, and from the operator's
+//! scavenger). None has a safe wrapper, so this is, with the resolver's socket calls, one of
+//! the two modules of the workspace that may use `unsafe`. All are no-ops off glibc.
 #![allow(unsafe_code)]
 
 /// Caps glibc's malloc arenas at `arenas` (its default is 8 per core). Each thread that
@@ -53,9 +53,89 @@ pub fn release_free_memory() {
     }
 }
 
+/// Free bytes the allocator's arenas hold (glibc's `mallinfo2().fordblks`); `None` off glibc.
+/// It walks the arenas' free lists under their locks: milliseconds for a heap of hundreds of
+/// MiB, which is why only the scavenger asks, every few seconds.
+pub fn free_bytes() -> Option<usize> {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallinfo2 only reads the allocator's own statistics; it takes no pointers.
+    return Some(unsafe { libc::mallinfo2() }.fordblks);
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    None
+}
+
+/// When the scavenger trims: once the arenas hold `at_least` more free bytes than after the
+/// last trim. A trim hands back whole free pages only; what it cannot (free blocks smaller
+/// than a page, between live ones) stays counted as free, so the baseline is the free bytes a
+/// trim left, not zero: otherwise a fragmented heap would be trimmed at every look, for
+/// nothing.
+#[derive(Debug)]
+pub struct TrimPolicy {
+    at_least: usize,
+    baseline: usize,
+}
+
+impl TrimPolicy {
+    pub fn new(at_least: usize) -> Self {
+        TrimPolicy {
+            at_least,
+            baseline: 0,
+        }
+    }
+
+    /// Takes the free bytes seen now; true when it is time to trim.
+    pub fn observe(&mut self, free: usize) -> bool {
+        if free >= self.baseline.saturating_add(self.at_least) {
+            self.baseline = free;
+            true
+        } else {
+            // Free memory was used again: a later burst counts from here.
+            self.baseline = self.baseline.min(free);
+            false
+        }
+    }
+}
+
+/// Hands memory freed by bursts of work back to the system in the background, as Go's
+/// scavenger does: a thread looks every `every` and trims when the arenas hold `at_least`
+/// more free bytes than after its last trim ([`TrimPolicy`]). For the operator, whose bursts
+/// (the first lists, a first start's status writes, a takeover, a standby dropping its
+/// outputs) come from many tasks with no one place to trim after. Off glibc it starts nothing.
+pub fn spawn_scavenger(every: std::time::Duration, at_least: usize) -> std::io::Result<()> {
+    if free_bytes().is_none() {
+        return Ok(());
+    }
+    let mut policy = TrimPolicy::new(at_least);
+    std::thread::Builder::new()
+        .name("scavenger".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(every);
+                if free_bytes().is_some_and(|free| policy.observe(free)) {
+                    release_free_memory();
+                }
+            }
+        })
+        .map(|_| ())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_burst_is_trimmed_once_and_fragments_left_are_not_trimmed_again() {
+        const MIB: usize = 1 << 20;
+        let mut policy = TrimPolicy::new(4 * MIB);
+        assert!(!policy.observe(3 * MIB), "below the threshold");
+        assert!(policy.observe(20 * MIB), "a burst freed 20 MiB");
+        // The trim could not hand back 12 MiB of small holes: they stay free, untrimmed.
+        assert!(!policy.observe(20 * MIB));
+        assert!(!policy.observe(23 * MIB), "3 MiB more is not a burst");
+        // Some free memory is used again, then a new burst frees 4 MiB past that.
+        assert!(!policy.observe(14 * MIB));
+        assert!(policy.observe(18 * MIB));
+    }
 
     #[test]
     fn memory_handed_back_is_allocated_again() {

@@ -14,7 +14,7 @@ use tokio::sync::watch;
 
 use super::Config;
 use crate::engine_shifts::EngineShifts;
-use crate::index::{Index, Input};
+use crate::index::{Index, Input, key_of};
 use crate::metrics::{AutoshiftMetrics, ControlMetrics, OperatorMetrics};
 use crate::peers::PeerChecks;
 use crate::publish::{PublishFeedback, PublishRequest};
@@ -151,12 +151,24 @@ impl Control {
     /// Takes in one watch event; false when it changed nothing a compile reads.
     pub(super) fn apply(&mut self, input: Input) -> bool {
         let check = matches!(input, Input::Check(_));
-        match input {
-            Input::Group(_) => self.peers.group_changed(),
+        let mut echoed = None;
+        match &input {
+            Input::Group(event) => {
+                self.peers.group_changed();
+                if let kube::runtime::watcher::Event::Apply(g) = event {
+                    echoed = Some(key_of(g));
+                }
+            }
             Input::Check(_) => self.peers.check_changed(),
             _ => {}
         }
         let changed = self.index.apply_changed(input);
+        if let Some(key) = echoed {
+            // A status this term wrote, back from the watch: one copy kept, not two until the
+            // next recheck (a first start's 10,000 writes held 20 MiB for up to a minute).
+            let watched = self.index.groups.get(&key).and_then(|g| g.status.as_ref());
+            self.statuses.share_shown(&key, watched);
+        }
         self.metrics.events.fetch_add(1, Ordering::Relaxed);
         if check && self.term != 0 {
             self.sync_evaluator();

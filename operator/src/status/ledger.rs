@@ -380,8 +380,9 @@ impl Ledger {
     }
 
     /// Keeps a group's sent status as the index's value when the object shows exactly it:
-    /// one copy instead of two, the same status either way.
-    fn share_shown(&mut self, key: &ObjectKey, watched: Option<&Arc<RecordGroupStatus>>) {
+    /// one copy instead of two, the same status either way. Called for each watched group
+    /// (the echo of a status write, at once) and by [`Ledger::recheck`].
+    pub fn share_shown(&mut self, key: &ObjectKey, watched: Option<&Arc<RecordGroupStatus>>) {
         let Some(watched) = watched else {
             return;
         };
@@ -703,10 +704,14 @@ mod tests {
         let skey = (StatusKind::RecordGroup, key.clone());
         assert!(matches!(ledger.sent.get(&skey), Some(Sent::Own(_))));
 
+        // The watch's echo of the write: the control loop hands each watched group over at
+        // once (`Control::apply`), so the copy goes before any recheck.
         index.apply(Input::Group(Event::Apply(api(Some(shown.clone())))));
-        assert_eq!(ledger.recheck(&index, t(10)), 0);
         let watched = index.groups[&key].status.clone().expect("watched status");
         let shared = |ledger: &Ledger| matches!(ledger.sent.get(&skey), Some(Sent::Shown(s)) if Arc::ptr_eq(s, &watched));
+        ledger.share_shown(&key, Some(&watched));
+        assert!(shared(&ledger), "{:?}", ledger.sent.get(&skey));
+        assert_eq!(ledger.recheck(&index, t(10)), 0);
         assert!(shared(&ledger), "{:?}", ledger.sent.get(&skey));
 
         // A new term judges the group against what it shows: right as it is, and kept once.

@@ -70,6 +70,24 @@ struct QueueState {
     seq: u64,
 }
 
+impl QueueState {
+    /// Once nothing waits and nothing is in flight, the maps give back the room a burst made
+    /// them grow to (a first start queues every object's status: at 10,000 groups the pending
+    /// map alone held megabytes, empty, for as long as the process ran). Small maps are kept,
+    /// so that single writes do not shrink and grow them each time.
+    fn shrink_when_idle(&mut self) {
+        const KEPT: usize = 1024;
+        let idle = self.pending.is_empty() && self.in_flight.is_empty() && self.delayed.is_empty();
+        if idle && self.pending.capacity() + self.ready.capacity() > 2 * KEPT {
+            *self = QueueState {
+                backoff: std::mem::take(&mut self.backoff),
+                seq: self.seq,
+                ..Default::default()
+            };
+        }
+    }
+}
+
 /// The queue between the control loop and the writer: cheap to push to, never blocks.
 #[derive(Clone, Default)]
 pub struct StatusQueue {
@@ -172,6 +190,7 @@ impl StatusQueue {
                 if s.pending.contains_key(&key) {
                     s.ready.push_back(key);
                 }
+                s.shrink_when_idle();
             }
             WriteOutcome::Retry => {
                 let delay = s
@@ -324,15 +343,19 @@ async fn write(
         "status": update.status.to_json().map_err(Error::EncodeStatus)?,
     });
     let params = PatchParams::apply(FIELD_MANAGER).force();
-    tokio::time::timeout(
-        timeout,
-        api.patch_status(&update.key.name, &params, &Patch::Apply(patch)),
-    )
-    .await
-    .map_err(|_| Error::Timeout {
-        what: "status patch".into(),
-        after: timeout,
-    })??;
+    // The server answers with the whole object, which the watch brings anyway: it is read as
+    // text and dropped, not parsed (`Api::patch_status` would build a tree of the object,
+    // managed fields included, thousands of small blocks per write that a first start's
+    // 10,000 writes left scattered through the heap).
+    let request = kube::core::Request::new(api.resource_url())
+        .patch_subresource("status", &update.key.name, &params, &Patch::Apply(patch))
+        .map_err(|e| Error::Api(kube::Error::BuildRequest(e)))?;
+    tokio::time::timeout(timeout, client.request_text(request))
+        .await
+        .map_err(|_| Error::Timeout {
+            what: "status patch".into(),
+            after: timeout,
+        })??;
     let mut recorded = 0;
     for n in &update.events {
         let event = Event {
@@ -400,6 +423,33 @@ mod tests {
             Status::RecordGroup(s) => s.served_generation,
             _ => None,
         }
+    }
+
+    #[test]
+    fn a_burst_drained_gives_back_the_room_it_took() {
+        let q = StatusQueue::default();
+        let now = Instant::now();
+        for i in 0..5000 {
+            q.push(update(&format!("g{i}"), 1));
+        }
+        let mut written = 0;
+        while let Some(u) = q.take_ready(now) {
+            assert!(q.lock().pending.capacity() >= 4096, "still a burst");
+            q.finish(u, &WriteOutcome::Written, now);
+            written += 1;
+        }
+        assert_eq!((written, q.backlog()), (5000, 0));
+        let s = q.lock();
+        assert!(
+            s.pending.capacity() < 1024 && s.ready.capacity() < 1024,
+            "pending {} ready {}",
+            s.pending.capacity(),
+            s.ready.capacity()
+        );
+        drop(s);
+        // And it is a queue still.
+        q.push(update("a", 2));
+        assert_eq!(q.take_ready(now).and_then(n), Some(2));
     }
 
     // SEM-P7: only the newest status of an object is sent, once, in the order objects

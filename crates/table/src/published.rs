@@ -301,10 +301,18 @@ impl Assembler {
     }
 
     pub fn set_shard(&mut self, json: &[u8]) -> Result<(), Error> {
-        let shard: Shard = serde_json::from_slice(json).map_err(|e| Error::Unreadable {
+        let mut shard: Shard = serde_json::from_slice(json).map_err(|e| Error::Unreadable {
             what: "shard",
             reason: e.to_string(),
         })?;
+        // A fold re-sends every shard, nearly all of it unchanged: each group the table holds
+        // already takes its `Arc` now, and the copy just decoded is freed before the next
+        // shard is decoded into the same room (not when the table is assembled, after all
+        // of them, with the blocks of the next table in between).
+        let old = self.current.as_ref().map(|t| &t.groups);
+        for (key, group) in shard.groups.iter_mut() {
+            *group = unchanged(old, key, group);
+        }
         self.shards.insert(shard.index, (content_hash(json), shard));
         Ok(())
     }
@@ -791,6 +799,16 @@ mod tests {
         let enc = encode(&folded, 3).expect("encodes");
         for (_, _, json) in &enc.shards {
             a.set_shard(json).expect("shard");
+        }
+        // Shared as each shard is read, before the table is assembled: the copies decoded
+        // are gone already.
+        for (_, shard) in a.shards.values() {
+            for (k, g) in &shard.groups {
+                assert!(
+                    Arc::ptr_eq(g, &second.groups[k]),
+                    "{k}: a copy until assembled"
+                );
+            }
         }
         a.set_manifest(&serde_json::to_vec(&enc.manifest).expect("json"))
             .expect("manifest");

@@ -19,10 +19,10 @@ use crate::metrics::{AutoshiftMetrics, ControlMetrics, OperatorMetrics};
 use crate::peers::PeerChecks;
 use crate::publish::{PublishFeedback, PublishRequest};
 use crate::readiness::Readiness;
-use crate::status::Ledger;
+use crate::status::{Ledger, StatusKind};
 use healthroute_api::{CheckType, PracticeRunOutcome};
 use healthroute_checker::{Checker, CheckerEvent};
-use healthroute_compiler::AutoshiftEvent;
+use healthroute_compiler::{AutoshiftEvent, ObjectKey};
 
 /// The control loop's state: the index, the evaluator, the leadership term, and its
 /// channels to the publisher and (through the ledger) to the status writer.
@@ -151,23 +151,15 @@ impl Control {
     /// Takes in one watch event; false when it changed nothing a compile reads.
     pub(super) fn apply(&mut self, input: Input) -> bool {
         let check = matches!(input, Input::Check(_));
-        let mut echoed = None;
         match &input {
-            Input::Group(event) => {
-                self.peers.group_changed();
-                if let kube::runtime::watcher::Event::Apply(g) = event {
-                    echoed = Some(key_of(g));
-                }
-            }
+            Input::Group(_) => self.peers.group_changed(),
             Input::Check(_) => self.peers.check_changed(),
             _ => {}
         }
+        let watched = watched_status(&input);
         let changed = self.index.apply_changed(input);
-        if let Some(key) = echoed {
-            // A status this term wrote, back from the watch: one copy kept, not two until the
-            // next recheck (a first start's 10,000 writes held 20 MiB for up to a minute).
-            let watched = self.index.groups.get(&key).and_then(|g| g.status.as_ref());
-            self.statuses.share_shown(&key, watched);
+        if let Some((kind, key)) = watched {
+            self.statuses.watched(&self.index, kind, &key);
         }
         self.metrics.events.fetch_add(1, Ordering::Relaxed);
         if check && self.term != 0 {
@@ -328,5 +320,17 @@ impl Control {
             return;
         }
         self.statuses.recheck(&self.index, Timestamp::now());
+    }
+}
+
+/// The object whose status an event shows, for the ledger ([`Ledger::watched`]).
+fn watched_status(input: &Input) -> Option<(StatusKind, ObjectKey)> {
+    use kube::runtime::watcher::Event::{Apply, InitApply};
+    match input {
+        Input::Group(Apply(o) | InitApply(o)) => Some((StatusKind::RecordGroup, key_of(o))),
+        Input::Check(Apply(o) | InitApply(o)) => Some((StatusKind::HealthCheck, key_of(o))),
+        Input::Shift(Apply(o) | InitApply(o)) => Some((StatusKind::ZonalShift, key_of(o))),
+        Input::Autoshift(Apply(o) | InitApply(o)) => Some((StatusKind::ZonalAutoshift, key_of(o))),
+        _ => None,
     }
 }

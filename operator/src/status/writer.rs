@@ -67,6 +67,9 @@ struct QueueState {
     delayed_until: HashMap<StatusKey, Instant>,
     in_flight: HashSet<StatusKey>,
     backoff: HashMap<StatusKey, Backoff>,
+    /// Written since the ledger last asked ([`StatusQueue::take_written`]) and not seen by the
+    /// watch since ([`StatusQueue::seen`]): their write may not be back yet.
+    written: HashSet<StatusKey>,
     seq: u64,
 }
 
@@ -81,6 +84,7 @@ impl QueueState {
         if idle && self.pending.capacity() + self.ready.capacity() > 2 * KEPT {
             *self = QueueState {
                 backoff: std::mem::take(&mut self.backoff),
+                written: std::mem::take(&mut self.written),
                 seq: self.seq,
                 ..Default::default()
             };
@@ -145,6 +149,22 @@ impl StatusQueue {
         s.pending.contains_key(key) || s.in_flight.contains(key)
     }
 
+    /// The objects whose status was written since the last call and that no watch event
+    /// showed since. Their watched objects may not show the write yet: a write completes
+    /// before its watch event arrives, by milliseconds, or by seconds behind a first start's
+    /// burst.
+    pub fn take_written(&self) -> HashSet<StatusKey> {
+        std::mem::take(&mut self.lock().written)
+    }
+
+    /// The watch showed the object: what it shows is at least as new as any write finished.
+    pub fn seen(&self, key: &StatusKey) {
+        let mut s = self.lock();
+        if !s.written.is_empty() {
+            s.written.remove(key);
+        }
+    }
+
     /// The next update that may be sent now, marked in flight.
     pub(super) fn take_ready(&self, now: Instant) -> Option<StatusUpdate> {
         let mut s = self.lock();
@@ -187,6 +207,9 @@ impl StatusQueue {
         match outcome {
             WriteOutcome::Written | WriteOutcome::Dropped => {
                 s.backoff.remove(&key);
+                if matches!(outcome, WriteOutcome::Written) {
+                    s.written.insert(key.clone());
+                }
                 if s.pending.contains_key(&key) {
                     s.ready.push_back(key);
                 }

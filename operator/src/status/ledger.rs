@@ -716,22 +716,28 @@ mod tests {
         );
     }
 
+    /// A leader that compiled `index`, saw its table published and wrote api's status.
+    fn api_written(index: &mut Index) -> (Ledger, StatusQueue, Arc<StatusMetrics>, StatusUpdate) {
+        let queue = StatusQueue::default();
+        let metrics = Arc::new(StatusMetrics::default());
+        let mut ledger = Ledger::new(queue.clone(), metrics.clone());
+        ledger.new_term(true);
+        ledger.hold_read_back(ReadBack::default());
+        ledger.take_read_back(index);
+        compile(&mut ledger, index, t(0));
+        ledger.take_published(index, 1, index.compiler.table(), t(0));
+        let written = queue.take_ready(Instant::now()).expect("api's status");
+        queue.finish(written.clone(), &WriteOutcome::Written, Instant::now());
+        (ledger, queue, metrics, written)
+    }
+
     // SEM-P5: a status just written whose watch event has not arrived yet is not "changed by
     // another writer": the recheck leaves it to the next one, which writes it again only if
     // the object still does not show it.
     #[test]
     fn a_write_the_watch_has_not_brought_back_is_not_repaired_at_once() {
         let mut index = listed();
-        let queue = StatusQueue::default();
-        let metrics = Arc::new(StatusMetrics::default());
-        let mut ledger = Ledger::new(queue.clone(), metrics.clone());
-        ledger.new_term(true);
-        ledger.hold_read_back(ReadBack::default());
-        ledger.take_read_back(&mut index);
-        compile(&mut ledger, &mut index, t(0));
-        ledger.take_published(&index, 1, index.compiler.table(), t(0));
-        let written = queue.take_ready(Instant::now()).expect("api's status");
-        queue.finish(written, &WriteOutcome::Written, Instant::now());
+        let (mut ledger, queue, metrics, _) = api_written(&mut index);
         // No watch event since: the object still shows no status.
         assert_eq!(
             ledger.recheck(&index, t(10)),
@@ -757,15 +763,7 @@ mod tests {
     #[test]
     fn a_status_the_object_shows_is_kept_once() {
         let mut index = listed();
-        let queue = StatusQueue::default();
-        let mut ledger = Ledger::new(queue.clone(), Arc::new(StatusMetrics::default()));
-        ledger.new_term(true);
-        ledger.hold_read_back(ReadBack::default());
-        ledger.take_read_back(&mut index);
-        compile(&mut ledger, &mut index, t(0));
-        ledger.take_published(&index, 1, index.compiler.table(), t(0));
-        let written = queue.take_ready(Instant::now()).expect("api's status");
-        queue.finish(written.clone(), &WriteOutcome::Written, Instant::now());
+        let (mut ledger, queue, _, written) = api_written(&mut index);
         let Status::RecordGroup(shown) = written.status.clone() else {
             panic!("a RecordGroup's status: {written:?}");
         };

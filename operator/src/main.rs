@@ -105,8 +105,8 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    // Every 10 s, what a burst freed (4 MiB or more) goes back to the system: a first start's
-    // 10,000 status writes left the leader at 102 MiB otherwise (docs/benchmarks.md).
+    // Every 10 s, what a burst freed (4 MiB or more) goes back to the system: the first lists,
+    // a first start's status writes, a takeover, a standby dropping its outputs.
     if let Err(e) =
         healthroute_admin::allocator::spawn_scavenger(std::time::Duration::from_secs(10), 4 << 20)
     {

@@ -409,11 +409,8 @@ impl Assembler {
                     continue;
                 };
                 for (key, group) in shard.groups.iter_mut() {
-                    let kept = unchanged(old, key, group);
-                    if !Arc::ptr_eq(&kept, group) {
-                        *group = kept.clone();
-                    }
-                    groups.insert(key.clone(), kept);
+                    *group = unchanged(old, key, group);
+                    groups.insert(key.clone(), group.clone());
                 }
             }
             // Shards beyond the manifest's count are left over from a larger table.

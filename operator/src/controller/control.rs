@@ -19,10 +19,10 @@ use crate::metrics::{AutoshiftMetrics, ControlMetrics, OperatorMetrics};
 use crate::peers::PeerChecks;
 use crate::publish::{PublishFeedback, PublishRequest};
 use crate::readiness::Readiness;
-use crate::status::{Ledger, StatusKind};
+use crate::status::{Ledger, StatusKey, StatusKind};
 use healthroute_api::{CheckType, PracticeRunOutcome};
 use healthroute_checker::{Checker, CheckerEvent};
-use healthroute_compiler::{AutoshiftEvent, ObjectKey};
+use healthroute_compiler::AutoshiftEvent;
 
 /// The control loop's state: the index, the evaluator, the leadership term, and its
 /// channels to the publisher and (through the ledger) to the status writer.
@@ -158,8 +158,8 @@ impl Control {
         }
         let watched = watched_status(&input);
         let changed = self.index.apply_changed(input);
-        if let Some((kind, key)) = watched {
-            self.statuses.watched(&self.index, kind, &key);
+        if let Some(key) = watched {
+            self.statuses.watched(&self.index, &key);
         }
         self.metrics.events.fetch_add(1, Ordering::Relaxed);
         if check && self.term != 0 {
@@ -324,7 +324,7 @@ impl Control {
 }
 
 /// The object whose status an event shows, for the ledger ([`Ledger::watched`]).
-fn watched_status(input: &Input) -> Option<(StatusKind, ObjectKey)> {
+fn watched_status(input: &Input) -> Option<StatusKey> {
     use kube::runtime::watcher::Event::{Apply, InitApply};
     match input {
         Input::Group(Apply(o) | InitApply(o)) => Some((StatusKind::RecordGroup, key_of(o))),

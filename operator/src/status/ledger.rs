@@ -10,8 +10,10 @@
 //!  push: not when it says what was last sent, or (first time this term) what the object shows,
 //!        unless it carries Events
 //!  recheck (every --status-recheck-interval): each object as last watched against what
-//!  would be written; a difference nothing queued explains is written again, without Events;
-//!  a group's sent status that its object shows exactly is kept as the index's (one copy)
+//!  would be written; a difference nothing queued or just written explains is written again,
+//!  without Events
+//!  watched (each watch event): a group's sent status that its object shows exactly is kept as
+//!  the index's (one copy)
 //! ```
 
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -236,7 +238,7 @@ impl Ledger {
                     g.object_ref(&key),
                 );
                 // A new term finds most statuses right: their copy goes at once.
-                self.share_shown(&key, g.status.as_ref());
+                self.share_shown(&(StatusKind::RecordGroup, key.clone()), g.status.as_ref());
             }
         }
     }
@@ -341,7 +343,6 @@ impl Ledger {
         let settling = self.queue.take_written();
         let mut repaired = 0;
         for (key, g) in &index.groups {
-            self.share_shown(key, g.status.as_ref());
             if self.awaiting.contains(key) {
                 continue;
             }
@@ -397,21 +398,21 @@ impl Ledger {
     /// and a RecordGroup whose object shows exactly the status sent keeps one copy of it at
     /// once, not two until that recheck (a first start's 10,000 writes held 20 MiB for up
     /// to a minute).
-    pub fn watched(&mut self, index: &Index, kind: StatusKind, key: &ObjectKey) {
-        self.queue.seen(&(kind, key.clone()));
-        if kind == StatusKind::RecordGroup {
-            let status = index.groups.get(key).and_then(|g| g.status.as_ref());
+    pub fn watched(&mut self, index: &Index, key: &StatusKey) {
+        self.queue.seen(key);
+        if key.0 == StatusKind::RecordGroup {
+            let status = index.groups.get(&key.1).and_then(|g| g.status.as_ref());
             self.share_shown(key, status);
         }
     }
 
     /// Keeps a group's sent status as the index's value when the object shows exactly it:
     /// one copy instead of two, the same status either way.
-    fn share_shown(&mut self, key: &ObjectKey, watched: Option<&Arc<RecordGroupStatus>>) {
+    fn share_shown(&mut self, key: &StatusKey, watched: Option<&Arc<RecordGroupStatus>>) {
         let Some(watched) = watched else {
             return;
         };
-        if let Some(sent) = self.sent.get_mut(&(StatusKind::RecordGroup, key.clone()))
+        if let Some(sent) = self.sent.get_mut(key)
             && let Sent::Own(own) = sent
             && let Status::RecordGroup(own) = own.as_ref()
             && own == watched.as_ref()
@@ -652,8 +653,7 @@ mod tests {
         index.apply(Input::Autoshift(Event::Apply(overwritten)));
         ledger.watched(
             &index,
-            StatusKind::ZonalAutoshift,
-            &ObjectKey::new("shop", "fleet"),
+            &(StatusKind::ZonalAutoshift, ObjectKey::new("shop", "fleet")),
         );
         assert_eq!(ledger.recheck(&index, t(30)), 1);
         let again = queue.take_ready(Instant::now()).expect("written again");
@@ -776,7 +776,7 @@ mod tests {
         index.apply(Input::Group(Event::Apply(api(Some(shown.clone())))));
         let watched = index.groups[&key].status.clone().expect("watched status");
         let shared = |ledger: &Ledger| matches!(ledger.sent.get(&skey), Some(Sent::Shown(s)) if Arc::ptr_eq(s, &watched));
-        ledger.watched(&index, StatusKind::RecordGroup, &key);
+        ledger.watched(&index, &skey);
         assert!(shared(&ledger), "{:?}", ledger.sent.get(&skey));
         assert_eq!(ledger.recheck(&index, t(10)), 0);
         assert!(shared(&ledger), "{:?}", ledger.sent.get(&skey));

@@ -25,7 +25,7 @@ use futures::stream::FuturesUnordered;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::{Api, Client, Resource};
+use kube::{Client, Resource};
 use serde_json::json;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
@@ -358,8 +358,6 @@ async fn write(
     timeout: Duration,
 ) -> Result<u64, Error> {
     let resource = update.status.kind().api_resource();
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), &update.key.namespace, &resource);
     let patch = json!({
         "apiVersion": resource.api_version,
         "kind": resource.kind,
@@ -370,7 +368,8 @@ async fn write(
     // text and dropped, not parsed (`Api::patch_status` would build a tree of the object,
     // managed fields included, thousands of small blocks per write that a first start's
     // 10,000 writes left scattered through the heap).
-    let request = kube::core::Request::new(api.resource_url())
+    let url = DynamicObject::url_path(&resource, Some(&update.key.namespace));
+    let request = kube::core::Request::new(url)
         .patch_subresource("status", &update.key.name, &params, &Patch::Apply(patch))
         .map_err(|e| Error::Api(kube::Error::BuildRequest(e)))?;
     tokio::time::timeout(timeout, client.request_text(request))

@@ -50,6 +50,7 @@ impl Compiler {
     /// Brings every output up to date at `now`.
     pub fn compile(&mut self, now: Timestamp) -> CompileReport {
         let mut report = CompileReport::default();
+        self.compiled_at = Some(now);
 
         // Checks: those whose inputs changed, and those that read a checker whose
         // reachability changed since the last compile (a heartbeat arrived after it went stale,
@@ -187,14 +188,18 @@ impl Compiler {
         }
     }
 
-    /// The time at which the outputs change without any input changing: the next shift expiry
-    /// or a reachable checker's heartbeat going stale. The caller compiles again then.
-    pub fn next_deadline(&self, now: Timestamp) -> Option<Timestamp> {
+    /// The time at which the outputs of the last compile change without any input changing:
+    /// the next shift expiry, a reachable checker's heartbeat going stale, an autoshift
+    /// engine's next step. The caller compiles again then. A deadline the clock has passed
+    /// since that compile is still returned (Z3): the compile that acts on it is due at once,
+    /// wherever the clock was when it was asked. None before the first compile.
+    pub fn next_deadline(&self) -> Option<Timestamp> {
+        let compiled_at = self.compiled_at?;
         let expiries = self
             .shift_clocks
             .values()
             .filter_map(|c| c.as_ref().ok())
-            .filter(|c| c.state(now) == ShiftState::Active)
+            .filter(|c| c.state(compiled_at) == ShiftState::Active)
             .map(|c| c.expiry);
         let stale = self.heartbeats.iter().flat_map(|(checker, hb)| {
             self.reachable
@@ -207,7 +212,7 @@ impl Compiler {
         expiries
             .chain(stale)
             .chain(engines)
-            .filter(|t| *t > now)
+            .filter(|t| *t > compiled_at)
             .min()
     }
 
@@ -314,12 +319,11 @@ impl Compiler {
         shifted
     }
 
-    /// How long from `now` until [`Compiler::next_deadline`], for a caller's timer.
+    /// How long from `now` until [`Compiler::next_deadline`], for a caller's timer: zero
+    /// when it has passed, never rounded down (a timer that fires early finds it still ahead).
     pub fn time_to_deadline(&self, now: Timestamp) -> Option<std::time::Duration> {
-        self.next_deadline(now).map(|t| {
-            let ms = (t.as_millisecond() - now.as_millisecond()).max(0) as u64;
-            std::time::Duration::from_millis(ms)
-        })
+        self.next_deadline()
+            .map(|t| std::time::Duration::try_from(t.duration_since(now)).unwrap_or_default())
     }
 
     fn ensure(

@@ -90,6 +90,9 @@ pub struct Compiler {
     assumed_impaired: Option<String>,
 
     // Derived state.
+    /// The `now` of the last compile: a deadline after it is still to be acted on, even once
+    /// the clock has passed it (the compile that acts on it has not run yet).
+    compiled_at: Option<Timestamp>,
     check_health: BTreeMap<ObjectKey, CheckHealth>,
     shift_clocks: BTreeMap<ObjectKey, Result<ShiftClock, Error>>,
     outcomes: BTreeMap<ObjectKey, GroupOutcome>,

@@ -71,8 +71,14 @@ impl Control {
         }
     }
 
-    /// How long until a reachable checker goes stale (a compile is due then).
+    /// How long until the last compile's outputs change on their own (a shift expires, a
+    /// checker goes stale, an engine steps): a compile is due then. None while a compile
+    /// would do nothing (a standby, a partial list): a passed deadline must not wake the
+    /// loop again and again.
     pub(super) fn time_to_deadline(&self) -> Option<Duration> {
+        if self.term == 0 || !self.index.synced() {
+            return None;
+        }
         self.index.compiler.time_to_deadline(Timestamp::now())
     }
 

@@ -177,7 +177,7 @@ fn an_impaired_zone_is_shifted_away_from_until_it_holds_healthy() {
     // Once the checker's heartbeat is stale (a deadline of its own), the hold time's end is
     // the next one.
     c.compile(at(200));
-    assert_eq!(c.next_deadline(at(200)), Some(at(400)));
+    assert_eq!(c.next_deadline(), Some(at(400)));
     c.compile(at(399));
     assert_eq!(zones_answered(&c, "api"), ["zone-b", "zone-c"]);
     let r = c.compile(at(400));
@@ -509,7 +509,7 @@ fn practice_runs_follow_the_cadence_and_rotate_over_the_zones() {
         "one cadence after creation"
     );
     c.compile(at(100));
-    assert_eq!(c.next_deadline(at(100)), Some(at(week)));
+    assert_eq!(c.next_deadline(), Some(at(week)));
     for g in GROUPS {
         for z in ZONES {
             zone_check(&mut c, g, z, true, at(week));
@@ -534,7 +534,7 @@ fn practice_runs_follow_the_cadence_and_rotate_over_the_zones() {
         Some(at(week + 1800))
     );
     c.compile(at(week + 100));
-    assert_eq!(c.next_deadline(at(week + 100)), Some(at(week + 1800)));
+    assert_eq!(c.next_deadline(), Some(at(week + 1800)));
     let r = c.compile(at(week + 1800));
     assert!(
         matches!(
@@ -994,4 +994,50 @@ fn an_autoshift_of_another_configuration_interrupts_a_practice_run_at_once() {
         r.autoshift_events
     );
     assert_eq!(zones_answered(&c, "api"), ["zone-b", "zone-c"]);
+}
+
+// SEM-Z3 SEM-AS9: a run's end that the clock passes after a compile, before its caller asks
+// for the next deadline, is still the next deadline, due at once: traffic returns on the
+// next compile, not at some later, unrelated one.
+#[test]
+fn a_run_end_passed_before_the_timer_is_armed_is_due_at_once() {
+    let ms = jiff::SignedDuration::from_millis;
+    let mut c = fleet(|_| {});
+    c.compile(at(1));
+    let spec = fleet_spec(&c);
+    request(&mut c, &spec, "start:late", Some("zone-c"));
+    c.compile(at(10));
+    let end = status(&c).practice_run.expect("a run").end_time.0;
+    assert_eq!(zones_answered(&c, "api"), ["zone-a", "zone-b"]);
+
+    // The last compile before the end; the caller reads the clock again just after the end.
+    c.compile(end - ms(1));
+    assert_eq!(c.next_deadline(), Some(end));
+    assert_eq!(
+        c.time_to_deadline(end + ms(1)),
+        Some(std::time::Duration::ZERO)
+    );
+    // A timer that fires a little early finds the deadline still ahead, never at zero.
+    assert_eq!(
+        c.time_to_deadline(end - jiff::SignedDuration::from_micros(300)),
+        Some(std::time::Duration::from_micros(300))
+    );
+
+    let r = c.compile(end + ms(1));
+    assert!(
+        matches!(
+            &r.autoshift_events[..],
+            [AutoshiftEvent::PracticeRunEnded {
+                outcome: PracticeRunOutcome::Succeeded,
+                ..
+            }]
+        ),
+        "{:?}",
+        r.autoshift_events
+    );
+    assert_eq!(zones_answered(&c, "api"), ZONES);
+    assert!(
+        c.next_deadline().is_none_or(|t| t > end + ms(1)),
+        "acted on, so no longer due"
+    );
 }

@@ -38,7 +38,13 @@ fn zonal_shift_applied_then_expired() {
         .expect("valid");
     assert_eq!(st.status, Some(ShiftState::Active));
     assert_eq!(st.groups[0].applied_status, AppliedStatus::Applied);
-    assert_eq!(c.next_deadline(at(1)), Some(at(3600)));
+    assert_eq!(c.next_deadline(), Some(at(3600)));
+    // An expiry the clock passes between a compile and the caller's timer is due at once.
+    c.compile(at(3599));
+    assert_eq!(
+        c.time_to_deadline(at(3601)),
+        Some(std::time::Duration::ZERO)
+    );
     c.compile(at(3600));
     assert_eq!(shares(&c, "api", 1000).len(), 2, "both zones again");
     let st = c

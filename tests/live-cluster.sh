@@ -11,6 +11,9 @@ if [ -z "${HEALTHROUTE_TEST_KUBECONFIG:-}" ]; then
   exit 0
 fi
 export KUBECONFIG="$HEALTHROUTE_TEST_KUBECONFIG"
+for tool in dig kubectl; do
+  command -v "$tool" >/dev/null || { echo "tests/live-cluster.sh: $tool not found (dig: apt-get install bind9-dnsutils)" >&2; exit 1; }
+done
 NS=healthroute-live-sh
 cargo build -q -p healthroute-operator -p healthroute-resolver
 kubectl apply --server-side -f crds/

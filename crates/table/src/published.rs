@@ -310,9 +310,13 @@ impl Assembler {
         // shard is decoded into the same room (not when the table is assembled, after all
         // of them, with the blocks of the next table in between).
         let old = self.current.as_ref().map(|t| &t.groups);
-        for (key, group) in shard.groups.iter_mut() {
-            *group = unchanged(old, key, group);
-        }
+        shard.groups = std::mem::take(&mut shard.groups)
+            .into_iter()
+            .map(|(key, group)| {
+                let group = unchanged(old, &key, &group);
+                (one_key(key, &group), group)
+            })
+            .collect();
         self.shards.insert(shard.index, (content_hash(json), shard));
         Ok(())
     }
@@ -437,7 +441,7 @@ impl Assembler {
             for (key, group) in delta.groups {
                 let same = next.groups.get(&key).is_some_and(|old| **old == *group);
                 if !same {
-                    next.groups.insert(key, group);
+                    next.groups.insert(one_key(key, &group), group);
                 }
             }
         }
@@ -448,6 +452,18 @@ impl Assembler {
         }
         self.current = Some(table.clone());
         Ok(Some(table))
+    }
+}
+
+/// The group's own key for a map entry when it is the same text as `key` (it always is in
+/// what a writer publishes): the map's key, the table's and the group's field then share one
+/// allocation instead of two per group (0.5 MB at 10,000 groups), and the decoded copy of the
+/// map key is freed at once.
+fn one_key(key: GroupKey, group: &CompiledGroup<Value>) -> GroupKey {
+    if group.key == key {
+        group.key.clone()
+    } else {
+        key
     }
 }
 
@@ -817,6 +833,10 @@ mod tests {
                 .iter()
                 .all(|(k, g)| Arc::ptr_eq(g, &second.groups[k]))
         );
+        // One allocation per key: each table's map holds its group's own key.
+        for t in [&first, &second, &third] {
+            assert!(t.groups.iter().all(|(k, g)| Arc::ptr_eq(k, &g.key)));
+        }
         // The shards read for it hold those same Arcs, not copies: no second table is kept.
         let in_shards: Vec<_> = a
             .shards

@@ -421,7 +421,54 @@ impl<V> Default for ZoneViews<V> {
     }
 }
 
+/// One copy of each short name that many groups hold (set identifiers, zones): what a reader
+/// decodes gets a new allocation for every occurrence, and a table of Services holds the same
+/// identifier in every group.
+pub type SharedNames = std::collections::HashSet<Arc<str>>;
+
+/// `name`, replaced by the copy `names` holds (which it holds from now on).
+fn share(names: &mut SharedNames, name: &mut Arc<str>) {
+    match names.get(name) {
+        Some(shared) => *name = shared.clone(),
+        None => {
+            names.insert(name.clone());
+        }
+    }
+}
+
+impl<V> Selection<V> {
+    /// Replaces its set identifiers by the copies in `names` ([`SharedNames`]).
+    pub fn share_names(&mut self, names: &mut SharedNames) {
+        match self {
+            Selection::Fixed(answer) => share(names, &mut answer.set_identifier),
+            Selection::Weighted { answers, .. } => answers
+                .iter_mut()
+                .for_each(|a| share(names, &mut a.set_identifier)),
+            Selection::MultiValue {
+                set_identifiers, ..
+            } => set_identifiers.iter_mut().for_each(|id| share(names, id)),
+        }
+    }
+}
+
 impl<V> CompiledGroup<V> {
+    /// Replaces its set identifiers and zone names by the copies in `names`: the same group,
+    /// with one allocation per distinct name across every group decoded with `names`.
+    pub fn share_names(&mut self, names: &mut SharedNames) {
+        self.selection.share_names(names);
+        if let Some(views) = self.zone_affinity.as_mut() {
+            let zones = std::mem::take(&mut views.zones);
+            views.zones = zones
+                .into_iter()
+                .map(|(mut zone, mut selection)| {
+                    share(names, &mut zone);
+                    selection.share_names(names);
+                    (zone, selection)
+                })
+                .collect();
+        }
+    }
+
     /// The selection a resolver in `zone` answers from (A1: its zone's, else every zone's),
     /// and whether it is its zone's.
     pub fn selection_for(&self, zone: Option<&str>) -> (&Selection<V>, bool) {

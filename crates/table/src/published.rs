@@ -21,7 +21,7 @@ use std::sync::Arc;
 use imbl::ordmap::DiffItem;
 use serde::{Deserialize, Serialize};
 
-use crate::{CompiledGroup, Error, GroupKey, Groups, RoutingTable, Value};
+use crate::{CompiledGroup, Error, GroupKey, Groups, RoutingTable, SharedNames, Value};
 
 /// Label on every table ConfigMap; resolvers watch this selector.
 pub const TABLE_LABEL: &str = "healthroute.io/table";
@@ -309,11 +309,17 @@ impl Assembler {
         // already takes its `Arc` now, and the copy just decoded is freed before the next
         // shard is decoded into the same room (not when the table is assembled, after all
         // of them, with the blocks of the next table in between).
+        // The groups kept as decoded share their names ([`SharedNames`]) within the shard.
         let old = self.current.as_ref().map(|t| &t.groups);
+        let mut names = SharedNames::new();
         shard.groups = std::mem::take(&mut shard.groups)
             .into_iter()
-            .map(|(key, group)| {
-                let group = unchanged(old, &key, &group);
+            .map(|(key, decoded)| {
+                let mut group = unchanged(old, &key, &decoded);
+                drop(decoded);
+                if let Some(new) = Arc::get_mut(&mut group) {
+                    new.share_names(&mut names);
+                }
                 (one_key(key, &group), group)
             })
             .collect();
@@ -799,6 +805,15 @@ mod tests {
         let t2 = with_group(&t1, 2, 5, 7);
         let (mut a, base1) = fed(&t1, 3);
         let first = a.assemble_shared().expect("ok").expect("t1");
+        // One allocation per set identifier in a shard: every group here answers as "x".
+        let id = |g: &CompiledGroup<Value>| match &g.selection {
+            Selection::Fixed(a) => a.set_identifier.clone(),
+            _ => unreachable!("the test's groups are Fixed"),
+        };
+        for (_, shard) in a.shards.values() {
+            let ids: Vec<_> = shard.groups.values().map(|g| id(g)).collect();
+            assert!(ids.len() > 1 && ids.iter().all(|i| Arc::ptr_eq(i, &ids[0])));
+        }
         a.set_delta(&delta_between(&base1, 1, 2, &t1, &t2))
             .expect("delta");
         let second = a.assemble_shared().expect("ok").expect("t2");

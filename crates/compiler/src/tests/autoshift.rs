@@ -97,7 +97,7 @@ fn request(c: &mut Compiler, spec: &ZonalAutoshiftSpec, value: &str, zone: Optio
 /// The outcome of the practice run a compile ended, when that is all it reports.
 fn run_ended(r: &crate::CompileReport) -> Option<PracticeRunOutcome> {
     match &r.autoshift_events[..] {
-        [AutoshiftEvent::PracticeRunEnded { outcome, .. }] => Some(outcome.clone()),
+        [AutoshiftEvent::PracticeRunEnded { outcome, .. }] => Some(*outcome),
         _ => None,
     }
 }

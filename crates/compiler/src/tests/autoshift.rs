@@ -94,12 +94,13 @@ fn request(c: &mut Compiler, spec: &ZonalAutoshiftSpec, value: &str, zone: Optio
     c.upsert_autoshift(key("fleet"), input);
 }
 
-/// The outcome of the practice run a compile ended, when that is all it reports.
-fn run_ended(r: &crate::CompileReport) -> Option<PracticeRunOutcome> {
-    match &r.autoshift_events[..] {
+/// Asserts that all a compile reports is the end of a practice run with `outcome`.
+fn assert_run_ended(r: &crate::CompileReport, outcome: PracticeRunOutcome) {
+    let ended = match &r.autoshift_events[..] {
         [AutoshiftEvent::PracticeRunEnded { outcome, .. }] => Some(*outcome),
         _ => None,
-    }
+    };
+    assert_eq!(ended, Some(outcome), "{:?}", r.autoshift_events);
 }
 
 fn fleet_spec(c: &Compiler) -> ZonalAutoshiftSpec {
@@ -544,12 +545,7 @@ fn practice_runs_follow_the_cadence_and_rotate_over_the_zones() {
     c.compile(at(week + 100));
     assert_eq!(c.next_deadline(), Some(at(week + 1800)));
     let r = c.compile(at(week + 1800));
-    assert_eq!(
-        run_ended(&r),
-        Some(PracticeRunOutcome::Succeeded),
-        "{:?}",
-        r.autoshift_events
-    );
+    assert_run_ended(&r, PracticeRunOutcome::Succeeded);
     assert_eq!(zones_answered(&c, "api"), ZONES);
     let st = status(&c);
     assert_eq!(st.outcomes.len(), 1);
@@ -632,12 +628,7 @@ fn an_outcome_alarm_fails_the_run_at_once() {
     assert_eq!(zones_answered(&c, "web"), ["zone-a", "zone-c"]);
     report(&mut c, "outcome", false, at(20));
     let r = c.compile(at(20));
-    assert_eq!(
-        run_ended(&r),
-        Some(PracticeRunOutcome::Failed),
-        "{:?}",
-        r.autoshift_events
-    );
+    assert_run_ended(&r, PracticeRunOutcome::Failed);
     assert_eq!(zones_answered(&c, "web"), ZONES, "traffic back at once");
     let st = status(&c);
     assert_eq!(st.outcomes[0].outcome, PracticeRunOutcome::Failed);
@@ -1022,12 +1013,7 @@ fn a_run_end_passed_before_the_timer_is_armed_is_due_at_once() {
     );
 
     let r = c.compile(end + ms(1));
-    assert_eq!(
-        run_ended(&r),
-        Some(PracticeRunOutcome::Succeeded),
-        "{:?}",
-        r.autoshift_events
-    );
+    assert_run_ended(&r, PracticeRunOutcome::Succeeded);
     assert_eq!(zones_answered(&c, "api"), ZONES);
     assert!(
         c.next_deadline().is_none_or(|t| t > end + ms(1)),

@@ -108,7 +108,7 @@ fn main() -> ExitCode {
     // Every 10 s, what a burst freed (4 MiB or more) goes back to the system: the first lists,
     // a first start's status writes, a takeover, a standby dropping its outputs.
     if let Err(e) =
-        healthroute_admin::allocator::spawn_scavenger(std::time::Duration::from_secs(10), 4 << 20)
+        healthroute_admin::memory::spawn_scavenger(std::time::Duration::from_secs(10), 4 << 20)
     {
         tracing::warn!(error = %e, "no scavenger thread: freed memory stays with the process");
     }

@@ -137,7 +137,7 @@ async fn write_in_background(path: &Path, table: Arc<RoutingTable<Value>>) -> Du
         // What the serialiser's buffers and a table dropped here freed goes back to the
         // system, as after a table load.
         drop(table);
-        healthroute_admin::allocator::release_free_memory();
+        healthroute_admin::memory::release_free_memory();
         result
     })
     .await;

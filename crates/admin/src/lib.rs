@@ -5,12 +5,12 @@
 //! - [`metrics`]: the process's metrics registry and how collectors write into it;
 //! - [`retry`]: how a loop that talks to the API server waits before trying again, and how it
 //!   logs a failure that repeats;
-//! - [`allocator`]: fewer malloc arenas, and freed pages handed back.
+//! - [`memory`]: fewer malloc arenas, freed pages handed back, and the start-up code paged out.
 #![deny(unsafe_code)]
 
-pub mod allocator;
 pub mod endpoint;
 pub mod lifecycle;
+pub mod memory;
 pub mod metrics;
 pub mod retry;
 

@@ -134,8 +134,8 @@ impl<S> Filter<S> for Throttle {
 /// docs/benchmarks.md, "Memory") and maps blocks from 128 KiB up on their own (large responses
 /// stay out of the heap).
 pub fn runtime() -> Result<tokio::runtime::Runtime, crate::Error> {
-    crate::allocator::limit_arenas(std::thread::available_parallelism().map_or(1, |n| n.get()));
-    crate::allocator::map_large_blocks(128 * 1024);
+    crate::memory::limit_arenas(std::thread::available_parallelism().map_or(1, |n| n.get()));
+    crate::memory::map_large_blocks(128 * 1024);
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

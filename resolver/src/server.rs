@@ -370,9 +370,9 @@ pub enum Affinity {
 /// bound, the checker's first round and the compile after it have run.
 const START_UP: Duration = Duration::from_secs(5);
 
-/// Pages out the binary's code once start-up is over (`memory::page_out_code`): parsing
+/// Hands the binary's code back once start-up is over (`memory::page_out_code`): parsing
 /// manifests or the first list, compiling and decoding a whole table, starting listeners and
-/// the checker ran code the resolver may not run again, and its pages stayed resident (10-13
+/// the checker ran code the resolver may not run again, and its pages stayed mapped (10-13
 /// MiB of the idle quickstart's 16-17 MiB). What it runs again is read back at its next use.
 async fn page_out_start_up_code() {
     tokio::time::sleep(START_UP).await;

@@ -121,34 +121,36 @@ pub fn spawn_scavenger(every: std::time::Duration, at_least: usize) -> std::io::
         .map(|_| ())
 }
 
-/// Asks the kernel to reclaim the pages of this binary's code and read-only data
-/// (`madvise(MADV_PAGEOUT)`) and returns how many bytes of mappings it asked for. A resident
-/// size counts every page of the binary a process has touched, and the kernel maps code in
-/// windows around each page touched: a resolver that parsed manifests, compiled a table and
-/// started its listeners keeps 10-13 MiB of code mapped that it may never run again (the YAML
-/// parser, the compiler, the CEL interpreter, start-up's error paths). Those pages are clean
-/// and backed by the file, so this loses nothing: what runs again is read back on its first
-/// use (a page fault, from the page cache or the disk), and only pages no other process maps
-/// leave memory. Called once, when the first table is served (a resolver), since code that
-/// keeps running would only come back. On other systems it does nothing and returns 0.
+/// Hands the pages of this binary's code and constants back to the kernel and returns how
+/// many bytes of mappings that covered. A resident size counts every page of the binary a
+/// process has mapped, and the kernel maps code in windows around each page touched: a
+/// resolver that parsed manifests, compiled a table and started its listeners keeps 9-13 MiB
+/// of code mapped that it may never run again (the YAML parser, the compiler, the CEL
+/// interpreter, decoding a whole first list, start-up's error paths).
+///
+/// Each of the binary's read-only mappings that holds only file pages (none copied on write,
+/// as relocated constants are) is first paged out (`MADV_PAGEOUT`: the pages only this
+/// process maps leave memory at once), then dropped from this process (`MADV_DONTNEED`: the
+/// pages another process of the same binary maps too, as a second resolver on the node does,
+/// stop counting here; once no process maps them they are clean page cache the kernel drops
+/// first). Nothing is lost: the pages are read back from the file at their next use (a page
+/// fault, from the page cache or the disk). Called once, when start-up is over, since code
+/// that keeps running would only come back. On other systems it does nothing and returns 0.
 pub fn page_out_code() -> std::io::Result<usize> {
     #[cfg(target_os = "linux")]
     {
-        let maps = std::fs::read_to_string("/proc/self/maps")?;
+        let smaps = std::fs::read_to_string("/proc/self/smaps")?;
         let mut advised = 0;
-        for range in binary_mappings(&maps, page_out_code as *const () as usize) {
-            // SAFETY: the range is a whole mapping of this binary, taken from the kernel's own
-            // list; MADV_PAGEOUT reclaims only pages it can read back or keep (clean file
-            // pages; a dirty private page is swapped out or left) and changes no content.
-            let done = unsafe {
-                libc::madvise(
-                    range.start as *mut libc::c_void,
-                    range.len(),
-                    libc::MADV_PAGEOUT,
-                )
-            };
-            if done != 0 {
-                return Err(std::io::Error::last_os_error());
+        for range in file_only_mappings(&smaps, page_out_code as *const () as usize) {
+            for advice in [libc::MADV_PAGEOUT, libc::MADV_DONTNEED] {
+                // SAFETY: the range is a whole read-only mapping of this binary, from the
+                // kernel's own list, that holds no page copied on write: every page in it is
+                // the file's, so neither advice changes what a read there returns.
+                let done =
+                    unsafe { libc::madvise(range.start as *mut libc::c_void, range.len(), advice) };
+                if done != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
             }
             advised += range.len();
         }
@@ -158,16 +160,18 @@ pub fn page_out_code() -> std::io::Result<usize> {
     Ok(0)
 }
 
-/// The address ranges of the read-only mappings (code, constants) of the file that holds
-/// `address`, from a `/proc/PID/maps` listing: the mapping holding the address names the file
-/// (device and inode), and every mapping of that file without write permission is taken.
-fn binary_mappings(maps: &str, address: usize) -> Vec<std::ops::Range<usize>> {
+/// The address ranges of the read-only mappings of the file that holds `address` whose pages
+/// are all the file's, from a `/proc/PID/smaps` listing: the mapping holding the address names
+/// the file (device and inode); a mapping with write permission, or with anonymous pages
+/// (copied on write, as the relocated constants after start-up), is left out.
+fn file_only_mappings(smaps: &str, address: usize) -> Vec<std::ops::Range<usize>> {
     struct Mapping<'a> {
         range: std::ops::Range<usize>,
         writable: bool,
         file: (&'a str, &'a str),
+        anonymous_kib: Option<u64>,
     }
-    fn parse(line: &str) -> Option<Mapping<'_>> {
+    fn header(line: &str) -> Option<Mapping<'_>> {
         let mut fields = line.split_ascii_whitespace();
         let (start, end) = fields.next()?.split_once('-')?;
         let perms = fields.next()?;
@@ -177,9 +181,22 @@ fn binary_mappings(maps: &str, address: usize) -> Vec<std::ops::Range<usize>> {
             range: usize::from_str_radix(start, 16).ok()?..usize::from_str_radix(end, 16).ok()?,
             writable: perms.contains('w'),
             file,
+            anonymous_kib: None,
         })
     }
-    let mappings: Vec<Mapping<'_>> = maps.lines().filter_map(parse).collect();
+    let mut mappings: Vec<Mapping<'_>> = Vec::new();
+    for line in smaps.lines() {
+        if let Some(anonymous) = line.strip_prefix("Anonymous:") {
+            if let Some(last) = mappings.last_mut() {
+                last.anonymous_kib = anonymous
+                    .split_ascii_whitespace()
+                    .next()
+                    .and_then(|kib| kib.parse().ok());
+            }
+        } else if let Some(mapping) = header(line) {
+            mappings.push(mapping);
+        }
+    }
     let Some(file) = mappings
         .iter()
         .find(|m| m.range.contains(&address))
@@ -190,7 +207,7 @@ fn binary_mappings(maps: &str, address: usize) -> Vec<std::ops::Range<usize>> {
     };
     mappings
         .into_iter()
-        .filter(|m| m.file == file && !m.writable)
+        .filter(|m| m.file == file && !m.writable && m.anonymous_kib == Some(0))
         .map(|m| m.range)
         .collect()
 }
@@ -213,46 +230,63 @@ mod tests {
         assert!(policy.observe(18 * MIB));
     }
 
-    const MAPS: &str = "\
+    /// Four mappings of a binary (constants, code, relocated constants, data), the heap, libc.
+    const SMAPS: &str = "\
 55e6c221e000-55e6c272b000 r--p 00000000 fe:00 5527688                    /usr/bin/healthroute-resolver
+Size:               5172 kB
+Rss:                2456 kB
+Anonymous:             0 kB
+VmFlags: rd mr mw me
 55e6c272b000-55e6c33a7000 r-xp 0050c000 fe:00 5527688                    /usr/bin/healthroute-resolver
+Size:              12784 kB
+Rss:                9348 kB
+Anonymous:             0 kB
+VmFlags: rd ex mr mw me
 55e6c33a7000-55e6c3456000 r--p 0118e000 fe:00 5527688                    /usr/bin/healthroute-resolver
+Size:                700 kB
+Anonymous:           700 kB
 55e6c3456000-55e6c3459000 rw-p 01236000 fe:00 5527688                    /usr/bin/healthroute-resolver
+Anonymous:            12 kB
 55e6fb2d1000-55e6fb3e9000 rw-p 00000000 00:00 0                          [heap]
+Anonymous:          1072 kB
 7f21cab5d000-7f21cab83000 r--p 00000000 fe:00 131                        /usr/lib/x86_64-linux-gnu/libc.so.6
+Anonymous:             0 kB
 7f21cab83000-7f21cacd9000 r-xp 00026000 fe:00 131                        /usr/lib/x86_64-linux-gnu/libc.so.6
+Anonymous:             4 kB
 7ffc8415e000-7ffc8417f000 rw-p 00000000 00:00 0                          [stack]
+Anonymous:           108 kB
 ";
 
     #[test]
-    fn the_binarys_read_only_mappings_are_found_from_an_address_in_its_code() {
-        let ranges = binary_mappings(MAPS, 0x55e6c2800000);
+    fn only_the_binarys_read_only_file_pages_are_handed_back() {
         assert_eq!(
-            ranges,
+            file_only_mappings(SMAPS, 0x55e6c2800000),
             vec![
                 0x55e6c221e000..0x55e6c272b000,
-                0x55e6c272b000..0x55e6c33a7000,
-                0x55e6c33a7000..0x55e6c3456000,
+                0x55e6c272b000..0x55e6c33a7000
             ],
-            "code and read-only data of that file; not its writable data, the heap or libc"
+            "its constants and code; not its relocated constants, its data, the heap or libc"
         );
         assert_eq!(
-            binary_mappings(MAPS, 0x7f21cab90000),
-            vec![
-                0x7f21cab5d000..0x7f21cab83000,
-                0x7f21cab83000..0x7f21cacd9000
-            ],
-            "an address in libc names libc"
+            file_only_mappings(SMAPS, 0x7f21cab90000),
+            vec![0x7f21cab5d000..0x7f21cab83000],
+            "an address in libc names libc, whose code has a page copied on write"
         );
         assert!(
-            binary_mappings(MAPS, 0x55e6fb2d2000).is_empty(),
+            file_only_mappings(SMAPS, 0x55e6fb2d2000).is_empty(),
             "anonymous memory names no file"
         );
         assert!(
-            binary_mappings(MAPS, 0x1000).is_empty(),
+            file_only_mappings(SMAPS, 0x1000).is_empty(),
             "no mapping holds it"
         );
-        assert!(binary_mappings("not a maps line\n", 0x1000).is_empty());
+        let no_counts = SMAPS.lines().filter(|l| !l.starts_with("Anonymous:"));
+        assert!(
+            file_only_mappings(&no_counts.collect::<Vec<_>>().join("\n"), 0x55e6c2800000)
+                .is_empty(),
+            "a mapping whose anonymous pages are not known is left alone"
+        );
+        assert!(file_only_mappings("not a smaps line\n", 0x1000).is_empty());
     }
 
     /// The binary's resident pages backed by files (`RssFile` of `/proc/self/status`), KiB.
@@ -273,7 +307,7 @@ mod tests {
     #[test]
     fn code_paged_out_leaves_memory_and_runs_again() {
         let before = rss_file_kib();
-        let advised = page_out_code().expect("madvise(MADV_PAGEOUT)");
+        let advised = page_out_code().expect("madvise");
         let after = rss_file_kib();
         assert!(advised > 0, "this test binary's code is mapped");
         assert!(
@@ -281,7 +315,7 @@ mod tests {
             "file-backed pages left: {before} KiB, then {after} KiB"
         );
         // What runs from here on is read back on demand, this parser included.
-        assert_eq!(binary_mappings(MAPS, 0x55e6c2800000).len(), 3);
+        assert_eq!(file_only_mappings(SMAPS, 0x55e6c2800000).len(), 2);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 resolver in cluster mode (its table from ConfigMaps, served by a local API stand-in), Knot DNS
 and gdnsd, all serving the same names. Prints a markdown table for docs/benchmarks.md.
 
-    python3 bench/memory.py [--names 10000 100000] [--settle 3]
+    python3 bench/memory.py [--names 10000 100000] [--settle 8]
     HR=path/to/healthroute-resolver python3 bench/memory.py     # another build
     python3 bench/memory.py --only-healthroute --names 10000 --hr OLD --hr NEW  # builds side by side
 
@@ -12,10 +12,14 @@ much is file-backed (the binary's pages the process has mapped, which the kernel
 read back).
 
 Each server is started alone, asked one query until it answers (at most 120 s), left to
-settle, and its VmRSS read. The cluster-mode resolver gets the very table the standalone
-resolver compiled (its --table-file), split into shards in the published format, through a
+settle, and its VmRSS read. The default settle (8 s) is longer than the 5 s after its first
+table at which a resolver hands back its start-up code (docs/design.md, "Code after
+start-up"), so that what is read is the resident size it keeps. The idle quickstart resolver
+is also scraped once (its /metrics) at the end of the settle, as Prometheus would, and read a
+second later. The cluster-mode resolver gets the very table the standalone resolver compiled (its --table-file), split into shards in the published format, through a
 stand-in that answers the ConfigMap list and holds the watch open. Loopback only."""
 import argparse
+import http.client
 import http.server
 import json
 import os
@@ -109,11 +113,23 @@ def split_kib(pid):
 SPLITS = {}
 
 
-def measure(proc, port, settle, label=None):
+def measure(proc, port, settle, label=None, scrape=None):
+    """VmRSS of `proc` once it answers and has settled; with `scrape` (an admin port), after
+    one GET /metrics at the end of the settle and a second more."""
     if not compare.wait_ready(port, deadline=120):
         proc.kill()
         return None
     time.sleep(settle)
+    if scrape:
+        conn = http.client.HTTPConnection("127.0.0.1", scrape, timeout=10)
+        try:
+            conn.request("GET", "/metrics")
+            conn.getresponse().read()
+        except OSError as e:
+            print(f"warning: /metrics on port {scrape}: {e}", file=sys.stderr)
+        finally:
+            conn.close()
+        time.sleep(1)
     rss = compare.rss_kib(proc.pid)
     if label:
         SPLITS[label] = split_kib(proc.pid)
@@ -152,18 +168,19 @@ current-context: x
 
 
 def quickstart(hr, settle, label):
-    """An idle standalone resolver on examples/quickstart (its own port and admin port)."""
-    port = compare.free_port()
+    """An idle standalone resolver on examples/quickstart (its own port and admin port),
+    scraped once."""
+    port, admin = compare.free_port(), compare.free_port()
     proc = subprocess.Popen([hr, "--manifests", os.path.join(compare.ROOT, "examples", "quickstart"),
-                             "--listen", f"127.0.0.1:{port}", "--admin-listen", "127.0.0.1:0"],
+                             "--listen", f"127.0.0.1:{port}", "--admin-listen", f"127.0.0.1:{admin}"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return measure(proc, port, settle, label)
+    return measure(proc, port, settle, label, scrape=admin)
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--names", type=int, nargs="+", default=[10000, 100000])
-    p.add_argument("--settle", type=float, default=3.0)
+    p.add_argument("--settle", type=float, default=8.0)
     p.add_argument("--hr", action="append", help="a resolver binary (repeatable: each is measured in turn)")
     p.add_argument("--only-healthroute", action="store_true", help="leave Knot and gdnsd out")
     p.add_argument("--quickstart", action="store_true", help="also an idle standalone resolver on examples/quickstart")

@@ -69,6 +69,45 @@ fn logs_are_plain_off_a_terminal_and_json_on_request() {
     }
 }
 
+// Five seconds after its first table the resolver hands its start-up code back to the kernel
+// (docs/design.md, "Code after start-up"); the code it runs after that is read back from the
+// binary: it answers over UDP and TCP, serves an edit and its metrics as before.
+#[test]
+fn the_code_handed_back_after_start_up_runs_again() {
+    let dir = setup("sa-code");
+    let mut r = Resolver::start_with_env(
+        &dir,
+        &[],
+        &[("RUST_LOG", "info,healthroute_resolver::server=debug")],
+    );
+    assert_eq!(
+        answer(r.dns, "api.example.com.").as_deref(),
+        Some("192.0.2.1")
+    );
+    std::thread::sleep(Duration::from_secs(7));
+    assert_eq!(
+        answer(r.dns, "api.example.com.").as_deref(),
+        Some("192.0.2.1")
+    );
+    let tcp = crate::dns::Q {
+        tcp: true,
+        edns: None,
+    };
+    let (m, _) = query(r.dns, "api.example.com.", RecordType::A, tcp);
+    assert_eq!(m.answers.len(), 1, "over TCP: {m:?}");
+    std::fs::write(dir.join("api.yaml"), group("api", "192.0.2.2")).expect("write");
+    eventually(Duration::from_secs(5), || {
+        answer(r.dns, "api.example.com.").as_deref() == Some("192.0.2.2")
+    })
+    .expect("the edit is served");
+    assert!(r.metrics().contains("healthroute_answers_total"));
+    let log = r.stop_and_log();
+    assert!(
+        log.contains("start-up code paged out"),
+        "the hand-back is logged (debug):\n{log}"
+    );
+}
+
 // SEM-P1 SEM-S8: an edit reaches the answers within a second; a bad edit keeps the last good
 // configuration and is reported with the file, object and field.
 #[test]

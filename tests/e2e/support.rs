@@ -78,6 +78,11 @@ impl Resolver {
     /// between its probe and the resolver's bind: a resolver that exits because its port is
     /// taken is started again on fresh ports (at most three times).
     pub fn start(dir: &std::path::Path, extra: &[&str]) -> Resolver {
+        Self::start_with_env(dir, extra, &[])
+    }
+
+    /// [`Resolver::start`] with these environment variables set for the process.
+    pub fn start_with_env(dir: &std::path::Path, extra: &[&str], env: &[(&str, &str)]) -> Resolver {
         let mut last = String::new();
         for _ in 0..3 {
             let dns: std::net::SocketAddr = ([127, 0, 0, 1], free_port()).into();
@@ -94,6 +99,7 @@ impl Resolver {
                     "2",
                 ])
                 .args(extra)
+                .envs(env.iter().copied())
                 .stdout(std::process::Stdio::null())
                 .stderr(std::process::Stdio::piped())
                 .spawn()

@@ -290,7 +290,10 @@ pub async fn start(
                             drop(previous);
                             healthroute_admin::memory::release_free_memory();
                             if !std::mem::replace(&mut started, true) {
-                                tokio::spawn(page_out_start_up_code());
+                                // Parsing manifests or the first list, compiling or decoding
+                                // a whole table, binding listeners: code the resolver may
+                                // not run again (10-13 MiB of the idle quickstart's 16-17).
+                                tokio::spawn(healthroute_admin::memory::page_out_start_up_code());
                             }
                         }
                         Err(e) => {
@@ -364,24 +367,6 @@ pub enum Affinity {
     On,
     /// Let the kernel place the loops (the default).
     Off,
-}
-
-/// How long after the first table is served start-up is taken to be over: the listeners are
-/// bound, the checker's first round and the compile after it have run.
-const START_UP: Duration = Duration::from_secs(5);
-
-/// Hands the binary's code back once start-up is over (`memory::page_out_code`): parsing
-/// manifests or the first list, compiling and decoding a whole table, starting listeners and
-/// the checker ran code the resolver may not run again, and its pages stayed mapped (10-13
-/// MiB of the idle quickstart's 16-17 MiB). What it runs again is read back at its next use.
-async fn page_out_start_up_code() {
-    tokio::time::sleep(START_UP).await;
-    match tokio::task::spawn_blocking(healthroute_admin::memory::page_out_code).await {
-        Ok(Ok(bytes)) => tracing::debug!(mapped_kib = bytes >> 10, "start-up code paged out"),
-        // A kernel before 5.4 has no MADV_PAGEOUT: the pages stay, as they did.
-        Ok(Err(e)) => tracing::debug!(error = %e, "could not page out the start-up code"),
-        Err(e) => tracing::debug!(error = %e, "could not page out the start-up code"),
-    }
 }
 
 /// The CPU for each UDP loop (by socket index), or none to let the kernel place them.

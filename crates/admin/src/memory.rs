@@ -160,6 +160,23 @@ pub fn page_out_code() -> std::io::Result<usize> {
     Ok(0)
 }
 
+/// How long after a binary has what it serves from (a resolver its first table, the operator
+/// its first complete lists) start-up is taken to be over: listeners are bound, the first
+/// round of checks and the compile after it have run.
+pub const START_UP: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Waits [`START_UP`], then hands the binary's code back ([`page_out_code`], on the blocking
+/// pool). A failure is only logged: a kernel before 5.4 has no `MADV_PAGEOUT`, and the pages
+/// stay, as they did before.
+pub async fn page_out_start_up_code() {
+    tokio::time::sleep(START_UP).await;
+    match tokio::task::spawn_blocking(page_out_code).await {
+        Ok(Ok(bytes)) => tracing::debug!(mapped_kib = bytes >> 10, "start-up code paged out"),
+        Ok(Err(e)) => tracing::debug!(error = %e, "could not page out the start-up code"),
+        Err(e) => tracing::debug!(error = %e, "could not page out the start-up code"),
+    }
+}
+
 /// The address ranges of the read-only mappings of the file that holds `address` whose pages
 /// are all the file's, from a `/proc/PID/smaps` listing: the mapping holding the address names
 /// the file (device and inode); a mapping with write permission, or with anonymous pages

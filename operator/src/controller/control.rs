@@ -241,6 +241,11 @@ impl Control {
         if !self.index.synced() {
             return; // never publish a table built from a partial list
         }
+        if !self.readiness.synced() {
+            // Start-up is over with the first complete lists: what only it ran (the first
+            // lists' decoding, clap, the schemas) need not stay mapped.
+            tokio::spawn(healthroute_admin::memory::page_out_start_up_code());
+        }
         self.readiness.set_synced();
         if self.term == 0 {
             // A standby compiles nothing: it takes over from its inputs, as a replica that

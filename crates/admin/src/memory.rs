@@ -1,7 +1,7 @@
 //! The process's memory, where the safe crates leave it alone: the calls to glibc's allocator
 //! that both binaries make (fewer arenas, large blocks mapped on their own, freed pages handed
 //! back after a table load and from the operator's scavenger; no-ops off glibc), and the
-//! binary's own code pages handed back once start-up is over ([`page_out_code`]; Linux only). None
+//! binary's own pages handed back once start-up is over ([`page_out_code`]; Linux only). None
 //! has a safe wrapper, so this is, with the resolver's socket calls, one of the two modules of
 //! the workspace that may use `unsafe`.
 #![allow(unsafe_code)]
@@ -129,31 +129,29 @@ pub fn spawn_scavenger(every: std::time::Duration, at_least: usize) -> std::io::
 /// interpreter, decoding a whole first list, start-up's error paths).
 ///
 /// Each of the binary's read-only mappings that holds only file pages (none copied on write,
-/// as relocated constants are) is dropped from this process (`MADV_DONTNEED`). Nothing is
-/// lost: a page is read back from the file at its next use (a page fault, from the page cache
-/// or the disk). The pages themselves stay in the page cache, now mapped by no process (or by
-/// fewer: a second resolver of the same binary keeps what it maps): clean cache, the first
-/// memory the kernel takes back, where a mapped page is held until reclaim unmaps it. Called
-/// once, when start-up is over, since code that keeps running would only come back. On other
-/// systems it does nothing and returns 0.
+/// as relocated constants are) is first paged out (`MADV_PAGEOUT`: the kernel reclaims what it
+/// can of the pages only this process maps), then dropped from this process (`MADV_DONTNEED`:
+/// the rest, pages a second resolver of the same binary maps too among them, stop being
+/// mapped here). Nothing is lost: a page is read back from the file at its next use (a page
+/// fault, from the page cache or the disk). What stays in the page cache is mapped by no
+/// process (or by fewer): clean cache, the first memory the kernel takes back, where a mapped
+/// page is held until reclaim unmaps it. Called once, when start-up is over, since code that
+/// keeps running would only come back. On other systems it does nothing and returns 0.
 pub fn page_out_code() -> std::io::Result<usize> {
     #[cfg(target_os = "linux")]
     {
         let smaps = std::fs::read_to_string("/proc/self/smaps")?;
         let mut advised = 0;
         for range in file_only_mappings(&smaps, page_out_code as *const () as usize) {
-            // SAFETY: the range is a whole read-only mapping of this binary, from the kernel's
-            // own list, that holds no page copied on write: every page in it is the file's, so
-            // a read there after MADV_DONTNEED returns what it did before.
-            let done = unsafe {
-                libc::madvise(
-                    range.start as *mut libc::c_void,
-                    range.len(),
-                    libc::MADV_DONTNEED,
-                )
-            };
-            if done != 0 {
-                return Err(std::io::Error::last_os_error());
+            for advice in [libc::MADV_PAGEOUT, libc::MADV_DONTNEED] {
+                // SAFETY: the range is a whole read-only mapping of this binary, from the
+                // kernel's own list, that holds no page copied on write: every page in it is
+                // the file's, so neither advice changes what a read there returns.
+                let done =
+                    unsafe { libc::madvise(range.start as *mut libc::c_void, range.len(), advice) };
+                if done != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
             }
             advised += range.len();
         }
@@ -169,7 +167,8 @@ pub fn page_out_code() -> std::io::Result<usize> {
 pub const START_UP: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Waits [`START_UP`], then hands the binary's code back ([`page_out_code`], on the blocking
-/// pool). A failure is only logged: the pages stay mapped, as they did before.
+/// pool). A failure is only logged (a kernel before 5.4 has no `MADV_PAGEOUT`): the pages stay
+/// mapped, as they did before.
 pub async fn page_out_start_up_code() {
     tokio::time::sleep(START_UP).await;
     match tokio::task::spawn_blocking(page_out_code).await {

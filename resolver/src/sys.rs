@@ -1,7 +1,7 @@
 //! The calls the safe crates do not wrap (soundly): `sendmmsg(2)`, to send a batch of UDP
 //! replies in one call (nix wraps it, but reading its result count walks address storage
 //! that a send never fills), and the `IP_MTU_DISCOVER` socket option. With the admin crate's
-//! `allocator`, one of the two modules of the workspace that may use `unsafe`.
+//! `memory`, one of the two modules of the workspace that may use `unsafe`.
 #![allow(unsafe_code)]
 
 use std::io::{self, IoSlice};

@@ -78,7 +78,7 @@ fn the_code_handed_back_after_start_up_runs_again() {
     let mut r = Resolver::start_with_env(
         &dir,
         &[],
-        &[("RUST_LOG", "info,healthroute_resolver::server=debug")],
+        &[("RUST_LOG", "info,healthroute_admin::memory=debug")],
     );
     assert_eq!(
         answer(r.dns, "api.example.com.").as_deref(),

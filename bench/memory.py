@@ -16,8 +16,9 @@ settle, and its VmRSS read. The default settle (8 s) is longer than the 5 s afte
 table at which a resolver hands back its start-up code (docs/design.md, "Code after
 start-up"), so that what is read is the resident size it keeps. The idle quickstart resolver
 is also scraped once (its /metrics) at the end of the settle, as Prometheus would, and read a
-second later. The cluster-mode resolver gets the very table the standalone resolver compiled (its --table-file), split into shards in the published format, through a
-stand-in that answers the ConfigMap list and holds the watch open. Loopback only."""
+second later. The cluster-mode resolver gets the very table the standalone resolver compiled
+(its --table-file), split into shards in the published format, through a stand-in that answers
+the ConfigMap list and holds the watch open. Loopback only."""
 import argparse
 import http.client
 import http.server

@@ -103,6 +103,11 @@ pub const UDP: Q = Q {
     edns: None,
 };
 
+pub const TCP: Q = Q {
+    tcp: true,
+    edns: None,
+};
+
 fn message(name: &str, rtype: RecordType, edns: Option<u16>) -> Message {
     let mut m = Message::new(
         fastrand::u16(..),
@@ -294,15 +299,7 @@ fn truncation_and_edns() {
         "TC at our 1232-byte limit ({n} bytes)"
     );
     assert!(m.edns.is_some(), "OPT kept in a truncated answer");
-    let (m, n) = query(
-        r.dns,
-        "huge.example.com.",
-        RecordType::TXT,
-        Q {
-            tcp: true,
-            edns: None,
-        },
-    );
+    let (m, n) = query(r.dns, "huge.example.com.", RecordType::TXT, TCP);
     assert!(
         !m.metadata.truncation && n > 2000,
         "TCP gets the whole answer ({n} bytes)"
@@ -312,15 +309,7 @@ fn truncation_and_edns() {
     let (m, n) = query(r.dns, "big.example.com.", RecordType::TXT, UDP);
     assert!(m.metadata.truncation && n <= 512, "{n} bytes");
     assert!(m.answers.is_empty(), "no part of the RRset");
-    let (m, _) = query(
-        r.dns,
-        "big.example.com.",
-        RecordType::TXT,
-        Q {
-            tcp: true,
-            edns: None,
-        },
-    );
+    let (m, _) = query(r.dns, "big.example.com.", RecordType::TXT, TCP);
     assert_eq!(m.answers.len(), 3, "TCP gets every record");
     // SEM-M1: each of the four queries for big (two of them truncated) was picked and counted
     // once, not again by a fallback.
@@ -388,15 +377,7 @@ fn any_and_malformed() {
     // Still answering, over both transports.
     let (m, _) = query(r.dns, "api.example.com.", RecordType::A, UDP);
     assert_eq!(m.answers.len(), 1);
-    let (m, _) = query(
-        r.dns,
-        "api.example.com.",
-        RecordType::A,
-        Q {
-            tcp: true,
-            edns: None,
-        },
-    );
+    let (m, _) = query(r.dns, "api.example.com.", RecordType::A, TCP);
     assert_eq!(m.answers.len(), 1);
     // Two questions: FORMERR.
     let mut two = message("api.example.com.", RecordType::A, None);

@@ -8,7 +8,7 @@ use std::time::Duration;
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::{RData, RecordType};
 
-use crate::dns::{UDP, query};
+use crate::dns::{TCP, UDP, query};
 use crate::support::{Backend, Resolver, eventually, temp_dir};
 
 fn group(name: &str, ip: &str) -> String {
@@ -89,11 +89,7 @@ fn the_code_handed_back_after_start_up_runs_again() {
         answer(r.dns, "api.example.com.").as_deref(),
         Some("192.0.2.1")
     );
-    let tcp = crate::dns::Q {
-        tcp: true,
-        edns: None,
-    };
-    let (m, _) = query(r.dns, "api.example.com.", RecordType::A, tcp);
+    let (m, _) = query(r.dns, "api.example.com.", RecordType::A, TCP);
     assert_eq!(m.answers.len(), 1, "over TCP: {m:?}");
     std::fs::write(dir.join("api.yaml"), group("api", "192.0.2.2")).expect("write");
     eventually(Duration::from_secs(5), || {

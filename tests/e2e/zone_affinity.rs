@@ -7,12 +7,7 @@ use std::collections::BTreeSet;
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::{RData, RecordType};
 
-use crate::dns::{Q, UDP, query};
-
-const TCP: Q = Q {
-    tcp: true,
-    edns: None,
-};
+use crate::dns::{Q, TCP, UDP, query};
 use crate::support::{Resolver, repo, share, simulate};
 
 /// Every distinct A answer (its sorted addresses, space-separated) over `n` queries.

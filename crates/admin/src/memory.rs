@@ -171,9 +171,12 @@ pub const START_UP: std::time::Duration = std::time::Duration::from_secs(5);
 /// mapped, as they did before.
 pub async fn page_out_start_up_code() {
     tokio::time::sleep(START_UP).await;
-    match tokio::task::spawn_blocking(page_out_code).await {
-        Ok(Ok(bytes)) => tracing::debug!(mapped_kib = bytes >> 10, "start-up code paged out"),
-        Ok(Err(e)) => tracing::debug!(error = %e, "could not page out the start-up code"),
+    let done = tokio::task::spawn_blocking(page_out_code)
+        .await
+        .map_err(std::io::Error::other)
+        .and_then(std::convert::identity);
+    match done {
+        Ok(bytes) => tracing::debug!(mapped_kib = bytes >> 10, "start-up code paged out"),
         Err(e) => tracing::debug!(error = %e, "could not page out the start-up code"),
     }
 }

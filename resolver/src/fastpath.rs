@@ -1,5 +1,5 @@
 //! The UDP fast path: a plain query answered by writing the reply straight from the serving
-//! table's wire RRs, without building a message.
+//! table (the picked values, the zone's wire RRs), without building a message.
 //!
 //! ```text
 //!   datagram ─▶ parse header, one question (class IN), optional plain OPT
@@ -17,9 +17,11 @@
 //!
 //! Every answer it gives is one the hickory path gives (the e2e DNS tests run both).
 
+use healthroute_table::Value;
+
 use crate::counters::Tally;
 use crate::serving::{ApexRecords, Outcome, ServedZone, ServingTable};
-use crate::wire::{MAX_UDP_PAYLOAD, TYPE_AXFR, TYPE_CNAME, TYPE_IXFR, TYPE_OPT};
+use crate::wire::{MAX_UDP_PAYLOAD, TYPE_AXFR, TYPE_CNAME, TYPE_IXFR, TYPE_OPT, push_value_rr};
 
 /// The result of [`answer`].
 pub enum Fast {
@@ -178,8 +180,9 @@ pub fn write_reply(
     match outcome {
         Outcome::Answer { chain, .. } => {
             for step in chain.iter() {
+                let ttl = step.ttl;
                 match write_rrset(out, owner, budget, |emit| {
-                    step.values.for_each(|rr| emit(rr))
+                    step.values.for_each(|v| emit(Rr::Value(v, ttl)))
                 }) {
                     Some((n, next)) => {
                         ancount += n;
@@ -208,7 +211,7 @@ pub fn write_reply(
                 ApexRecords::Ns => {
                     let start = out.len();
                     let written = write_rrset(out, owner, budget, |emit| {
-                        z.ns.iter().for_each(|rr| emit(rr))
+                        z.ns.iter().for_each(|rr| emit(Rr::Wire(rr)))
                     })
                     .map(|(n, _)| n);
                     if written.is_some() {
@@ -220,7 +223,7 @@ pub fn write_reply(
                                 len: z.ns[glue.ns].len() - 10,
                             };
                             match write_rrset(out, name, budget, |emit| {
-                                glue.rrs.iter().for_each(|rr| emit(rr))
+                                glue.rrs.iter().for_each(|rr| emit(Rr::Wire(rr)))
                             }) {
                                 Some((n, _)) => arcount += n,
                                 None => {
@@ -233,7 +236,7 @@ pub fn write_reply(
                     written
                 }
                 ApexRecords::Any => {
-                    write_rrset(out, owner, budget, |emit| emit(&z.any)).map(|(n, _)| n)
+                    write_rrset(out, owner, budget, |emit| emit(Rr::Wire(&z.any))).map(|(n, _)| n)
                 }
             };
             match written {
@@ -269,6 +272,13 @@ pub fn write_reply(
     rcode
 }
 
+/// One RR of a reply, after its owner: a zone's own, in wire form, or an answer's value with
+/// its group's TTL.
+enum Rr<'a> {
+    Wire(&'a [u8]),
+    Value(&'a Value, u32),
+}
+
 /// Writes one RRset owned by the name at `owner`, each RR from `rrs`; a set that does not fit
 /// in `budget` is left out whole (`None`: the reply is truncated, D4). Returns how many RRs
 /// it wrote and where the first CNAME's target sits (the next step's owner, D8).
@@ -276,19 +286,22 @@ fn write_rrset(
     out: &mut Vec<u8>,
     owner: NameAt,
     budget: usize,
-    rrs: impl FnOnce(&mut dyn FnMut(&[u8])),
+    rrs: impl FnOnce(&mut dyn FnMut(Rr<'_>)),
 ) -> Option<(u16, Option<NameAt>)> {
     let start = out.len();
     let mut n = 0u16;
     let mut cname_at = None;
-    rrs(&mut |rr: &[u8]| {
-        let at = out.len();
+    rrs(&mut |rr: Rr<'_>| {
         out.extend_from_slice(&pointer(owner.offset));
-        out.extend_from_slice(rr);
-        if u16_at(rr, 0) == Some(TYPE_CNAME) && cname_at.is_none() {
+        let at = out.len();
+        match rr {
+            Rr::Wire(rr) => out.extend_from_slice(rr),
+            Rr::Value(value, ttl) => push_value_rr(out, value, ttl),
+        }
+        if u16_at(out, at) == Some(TYPE_CNAME) && cname_at.is_none() {
             cname_at = Some(NameAt {
-                offset: at + 2 + 10,
-                len: rr.len() - 10,
+                offset: at + 10,
+                len: out.len() - at - 10,
             });
         }
         n += 1;
@@ -986,5 +999,79 @@ mod tests {
         let at = v1.len() - 11 + 6;
         v1[at] = 1;
         assert!(ask(&t, &v1).is_none(), "BADVERS is the handler's");
+    }
+
+    // SEM-R4 SEM-D7 SEM-D8: an alias answers with its target's values and its target's TTL,
+    // each step of a CNAME chain with its own group's; the full path writes the same records.
+    #[test]
+    fn an_alias_answers_with_its_targets_ttl() {
+        let group = |key: &str, name: &str, rtype, ttl, target| {
+            Arc::new(CompiledGroup {
+                key: key.into(),
+                name: name.into(),
+                record_type: rtype,
+                ttl,
+                last_resort: false,
+                zone_affinity: None,
+                selection: Selection::Fixed(Answer {
+                    set_identifier: "x".into(),
+                    target,
+                }),
+            })
+        };
+        let mut t = RoutingTable::default();
+        for g in [
+            group(
+                "t/origin",
+                "origin.example.com.",
+                RecordType::A,
+                20,
+                Target::Values(vec![Value::A([192, 0, 2, 7].into())]),
+            ),
+            group(
+                "t/www",
+                "www.example.com.",
+                RecordType::A,
+                300,
+                Target::Alias("t/origin".into()),
+            ),
+            group(
+                "t/cdn",
+                "cdn.example.com.",
+                RecordType::Cname,
+                120,
+                Target::Values(vec![Value::Cname("www.example.com.".into())]),
+            ),
+        ] {
+            t.groups.insert(g.key.clone(), g);
+        }
+        let zones = [ZoneConfig {
+            apex: "example.com.".into(),
+            default_ttl: 45,
+            ..ZoneConfig::default()
+        }];
+        let served =
+            ServingTable::build(&t, &zones, None, &AnswerCounters::default()).expect("builds");
+        let shown = |records: &[hickory_server::proto::rr::Record]| -> Vec<String> {
+            records
+                .iter()
+                .map(|r| format!("{} {} {}", r.name.to_ascii().to_lowercase(), r.ttl, r.data))
+                .collect()
+        };
+        let want = [
+            "cdn.example.com. 120 www.example.com.",
+            "www.example.com. 20 192.0.2.7",
+        ];
+        let m = ask(&served, &query("cdn.example.com.", HType::A, None)).expect("fast");
+        assert_eq!(shown(&m.answers), want);
+        let outcome = served.lookup(
+            &crate::wire::wire_name("cdn.example.com."),
+            HType::A.into(),
+            &mut fastrand::Rng::with_seed(1),
+            &mut Tally::default(),
+        );
+        let question = Name::from_ascii("cdn.example.com.").expect("name");
+        let (answers, _) = crate::handler::records(&served, &outcome, &question);
+        assert_eq!(shown(&answers), want);
     }
 }

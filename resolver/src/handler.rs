@@ -5,7 +5,7 @@
 //! ```text
 //!   Request ─▶ EDNS version (BADVERS), opcode (NOTIMP), one question ─▶ a table?
 //!        ─▶ class IN/ANY in a zone ─▶ ServingTable::lookup
-//!        ├─ in a zone: the lookup's wire RRs as hickory records (an NS answer with its glue)
+//!        ├─ in a zone: the lookup's RRs as hickory records (an NS answer with its glue)
 //!        └─ outside:   Forwarder (D5), or REFUSED
 //!   every exit answers through Recorder::send: the response goes out and the query is counted
 //!   (zone, type, response code, latency), once
@@ -13,7 +13,7 @@
 //!
 //! hickory's `Server` owns the TCP listener, parses requests (answering FORMERR to what does
 //! not parse, two OPT records included, D10) and encodes responses; this handler turns the
-//! lookup's wire RRs into hickory records. A reply's header comes from hickory's
+//! lookup's RRs, in the wire form the fast path writes, into hickory records. A reply's header comes from hickory's
 //! `Metadata::response_from_request`, which has no Z bit and clears RA (D11); its OPT is our
 //! own (D10). It never blocks on a writer: the table is an `ArcSwap` snapshot. Layer: above the
 //! process state, the serving table and the wire form; below the UDP loop and the server.
@@ -33,7 +33,7 @@ use crate::counters::Tally;
 use crate::metrics::Metrics;
 use crate::serving::{ApexRecords, Outcome, ServingTable};
 use crate::state::Shared;
-use crate::wire::{MAX_UDP_PAYLOAD, wire_name};
+use crate::wire::{MAX_UDP_PAYLOAD, value_rr, wire_name};
 
 thread_local! {
     static RNG: RefCell<fastrand::Rng> = RefCell::new(fastrand::Rng::new());
@@ -242,7 +242,7 @@ impl<'m, R: ResponseHandler> Recorder<'m, R> {
     }
 }
 
-/// The answer and authority records of `outcome`, from the table's wire RRs: the first step
+/// The answer and authority records of `outcome`, as the fast path writes them: the first step
 /// owned by the question name as asked, each later one by the CNAME target before it (D8),
 /// the SOA by its zone's apex.
 pub fn records(
@@ -256,8 +256,8 @@ pub fn records(
         Outcome::Answer { chain, .. } => {
             for step in chain.iter() {
                 step.values
-                    .for_each(|rr| answers.extend(decode_rr(&owner, rr)));
-                if let Some(next) = step.cname_target().and_then(decode_name) {
+                    .for_each(|v| answers.extend(decode_rr(&owner, &value_rr(v, step.ttl))));
+                if let Some(next) = step.cname_target().and_then(|t| Name::from_ascii(t).ok()) {
                     owner = next;
                 }
             }

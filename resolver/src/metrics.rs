@@ -37,9 +37,9 @@ pub struct Metrics {
     pub forwarded: AtomicU64,
     pub upstream_failures: AtomicU64,
     pub tables_loaded: AtomicU64,
-    /// Groups encoded into serving form, over every table loaded: a table that changes one
-    /// group adds one (the others are shared with the table before).
-    pub groups_encoded: AtomicU64,
+    /// Groups new to a table, over every table loaded: a table that changes one group adds
+    /// one (the others are shared with the table before).
+    pub new_groups: AtomicU64,
     started: Instant,
     table_loaded_at_ms: AtomicU64,
 }
@@ -55,7 +55,7 @@ impl Metrics {
             forwarded: AtomicU64::new(0),
             upstream_failures: AtomicU64::new(0),
             tables_loaded: AtomicU64::new(0),
-            groups_encoded: AtomicU64::new(0),
+            new_groups: AtomicU64::new(0),
             started: Instant::now(),
             table_loaded_at_ms: AtomicU64::new(0),
         }
@@ -110,11 +110,11 @@ impl Metrics {
         self.latency.record(queries, elapsed);
     }
 
-    /// A table is served now; building it encoded `encoded` groups.
-    pub fn table_loaded(&self, encoded: usize) {
+    /// A table is served now; `new_groups` of its groups were new to it.
+    pub fn table_loaded(&self, new_groups: usize) {
         self.tables_loaded.fetch_add(1, Ordering::Relaxed);
-        self.groups_encoded
-            .fetch_add(encoded as u64, Ordering::Relaxed);
+        self.new_groups
+            .fetch_add(new_groups as u64, Ordering::Relaxed);
         self.table_loaded_at_ms
             .store(self.started.elapsed().as_millis() as u64, Ordering::Relaxed);
     }
@@ -161,8 +161,8 @@ impl Metrics {
         )?;
         out.counter(
             "healthroute_table_groups_encoded_total",
-            "Record groups encoded into serving form; a new table encodes only the groups that changed.",
-            self.groups_encoded.load(Ordering::Relaxed),
+            "Record groups new to a table as it was loaded; a new table takes in only the groups that changed and shares the others.",
+            self.new_groups.load(Ordering::Relaxed),
         )?;
         if let Some(table) = table {
             let age_ms = self.started.elapsed().as_millis() as u64
@@ -182,8 +182,8 @@ impl Metrics {
                 "Whether a group is answering by last resort now.",
                 table.groups().map(|g| {
                     (
-                        [("record_group", &*g.wire.key)],
-                        i64::from(g.wire.last_resort),
+                        [("record_group", &*g.compiled.key)],
+                        i64::from(g.compiled.last_resort),
                     )
                 }),
             )?;

@@ -249,8 +249,8 @@ pub async fn start(
                 if let Some(table) = current {
                     let previous = shared.table.load_full();
                     let building = std::time::Instant::now();
-                    // Built from the table served now: only the groups that changed are
-                    // encoded again.
+                    // Built from the table served now: only the groups that changed are new
+                    // to it.
                     match ServingTable::build_from(
                         previous.as_deref(),
                         &table,
@@ -272,12 +272,12 @@ pub async fn start(
                                      and the configured addresses are neither served nor glue (D12)"
                                 );
                             }
-                            let encoded = serving.encoded();
+                            let new_groups = serving.new_groups();
                             shared.store(serving);
                             tracing::info!(
                                 generation = table.generation,
                                 groups = table.groups.len(),
-                                encoded,
+                                new_groups,
                                 build_ms = building.elapsed().as_secs_f64() * 1e3,
                                 "serving a new table"
                             );
@@ -527,21 +527,21 @@ mod tests {
     }
 
     // SEM-P11: the table task builds each table from the one served: a table that changes one
-    // group of ten encodes one group (healthroute_table_groups_encoded_total).
+    // group of ten takes in one group (healthroute_table_groups_encoded_total).
     #[tokio::test]
-    async fn a_new_table_encodes_only_the_groups_it_changed() {
+    async fn a_new_table_takes_in_only_the_groups_it_changed() {
         let first = groups(10);
         let (tx, tables) = watch::channel(Some(Arc::new(first.clone())));
         let running = start(config(None), tables).await.expect("starts");
         served(&running, 1).await;
-        let encoded = || {
+        let new_groups = || {
             running
                 .shared
                 .metrics
-                .groups_encoded
+                .new_groups
                 .load(std::sync::atomic::Ordering::Relaxed)
         };
-        assert_eq!(encoded(), 10);
+        assert_eq!(new_groups(), 10);
         let mut next = RoutingTable {
             generation: 2,
             ..first
@@ -551,7 +551,7 @@ mod tests {
         next.groups.insert("t/g0".into(), Arc::new(changed));
         tx.send_replace(Some(Arc::new(next)));
         served(&running, 2).await;
-        assert_eq!(encoded(), 11);
+        assert_eq!(new_groups(), 11);
         running.shutdown().await;
     }
 

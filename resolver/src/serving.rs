@@ -5,28 +5,33 @@
 //!                                   ├─ zones: apex, SOA, NS and their glue, RFC 8482 answer (D1, D6,
 //!                                   │         D12), in wire form
 //!                                   ├─ names: lower-case wire name ─▶ [(type, group)], plus empty
-//!                                   │         non-terminals (D2); the only copy of each name
-//!                                   └─ groups: the compiled selection over wire-form RRs; after
-//!                                             the table's own, one fixed group per address type
-//!                                             of each in-zone nameserver (D12)
+//!                                   │         non-terminals (D2)
+//!                                   └─ groups: the table's own compiled groups (the same `Arc`s,
+//!                                             in key order) with their answer counters; after
+//!                                             them, one fixed group per address type of each
+//!                                             in-zone nameserver (D12)
 //!   (question name, type) ──lookup──▶ Outcome: the chain of picks (D8), or NODATA / NXDOMAIN /
 //!                                     apex records / not served; each pick counted once (M1)
-//!        ├─ fastpath: writes the reply from the wire RRs (UDP, truncating to whole records)
-//!        ├─ handler:  decodes the same RRs into hickory records (TCP, the rest of UDP)
+//!        ├─ fastpath: writes the reply from the picked values (UDP, truncating to whole records)
+//!        ├─ handler:  turns the same values into hickory records (TCP, the rest of UDP)
 //!        └─ simulate: draws answers from it
 //! ```
 //!
-//! The RRs are wire RRs without their owner ([`crate::wire`]). The owner is written per reply:
-//! the question name for the first step of a chain, the CNAME target of the step before for
-//! the others. A new table replaces the old one atomically (an `ArcSwap` in the process
-//! state, `state::Shared`); a query only reads.
+//! The table is held in one form only: a serving group is the compiled group itself (the
+//! `Arc` the routing table holds) and its counters, and an answer's RRs are written from its
+//! values as the reply is written ([`crate::wire::push_value_rr`]: an A record is 14 bytes
+//! after its owner, as cheap to write from the address as to copy). The zone's own records
+//! (SOA, NS, glue, the RFC 8482 answer) are wire RRs without their owner ([`crate::wire`]).
+//! The owner is written per reply: the question name for the first step of a chain, the
+//! CNAME target of the step before for the others. A new table replaces the old one
+//! atomically (an `ArcSwap` in the process state, `state::Shared`); a query only reads.
 //!
 //! A new table is built from the one it replaces ([`ServingTable::build_from`]): a group whose
-//! compiled form is the very same `Arc` as the one the previous table was encoded from is
-//! shared with it (`Arc<ServingGroup>`), not encoded again; and while no group is added,
-//! removed, renamed or retyped, the name index (names, keys, nameserver addresses) is shared
-//! too. A health change at 100,000 groups encodes the groups it changed, and copies a vector
-//! of pointers.
+//! compiled form is the very same `Arc` as the previous table's is shared with it
+//! (`Arc<ServingGroup>`, counters and all); and while no group is added, removed, renamed or
+//! retyped, the name index (names, nameserver addresses) is shared too. A health change at
+//! 100,000 groups finds the counters of the groups it changed, and copies a vector of
+//! pointers.
 //!
 //! Layer: above `wire` and `counters`, below everything that answers (fastpath, handler,
 //! simulate); it knows nothing of sockets or of the process state.
@@ -44,8 +49,8 @@ use healthroute_table::{
 
 use crate::counters::{AnswerCounters, Tally};
 use crate::wire::{
-    TYPE_A, TYPE_AAAA, TYPE_ANY, TYPE_CNAME, TYPE_HINFO, TYPE_NS, TYPE_SOA, in_zone,
-    is_label_prefix, rr, value_rr, wire_name, wire_type,
+    TYPE_ANY, TYPE_CNAME, TYPE_HINFO, TYPE_NS, TYPE_SOA, in_zone, is_label_prefix, rr, value_rr,
+    wire_name, wire_name_in, wire_type,
 };
 
 /// The longest CNAME chain followed inside the served zones (D8).
@@ -174,29 +179,29 @@ impl RecordCounters {
     }
 }
 
-/// One group, ready to answer.
+/// One group, ready to answer: the compiled group and the counters its answers add to.
 pub struct ServingGroup {
-    /// Its answers as wire RRs (no owner); `name` is the only text copy of its name.
-    pub wire: CompiledGroup<Box<[u8]>>,
+    /// The routing table's own `Arc` of the group (a nameserver's addresses: one of their
+    /// own): its values are what is answered, and a later table that holds the same `Arc`
+    /// shares this serving group.
+    pub compiled: Arc<CompiledGroup<Value>>,
+    /// Counted by the set identifiers of the selection a query picks from here (its zone
+    /// view for this resolver's zone, A1).
     pub counters: GroupCounters,
-    /// The compiled group it was encoded from (none for a nameserver's addresses): a later
-    /// table that holds the same `Arc` shares this group instead of encoding it again. Held,
-    /// not just its address, so that the address cannot be reused by another group.
-    source: Option<Arc<CompiledGroup<Value>>>,
 }
 
 impl ServingGroup {
-    /// Whether this group was encoded from `group` itself (the same allocation).
+    /// Whether this group serves `group` itself (the same allocation).
     fn is_from(&self, group: &Arc<CompiledGroup<Value>>) -> bool {
-        self.source.as_ref().is_some_and(|s| Arc::ptr_eq(s, group))
+        Arc::ptr_eq(&self.compiled, group)
     }
 
     /// Whether `group` has this group's key, name and type: in its place, it leaves the name
     /// index as it is.
     fn has_place_of(&self, group: &CompiledGroup<Value>) -> bool {
-        self.wire.key == group.key
-            && self.wire.name == group.name
-            && self.wire.record_type == group.record_type
+        self.compiled.key == group.key
+            && self.compiled.name == group.name
+            && self.compiled.record_type == group.record_type
     }
 }
 
@@ -240,24 +245,26 @@ impl NameEntry {
     }
 }
 
-/// One step of an answer: the RRs one group picked, owned by the question name (the first
+/// One step of an answer: the values one group picked, owned by the question name (the first
 /// step) or by the CNAME target of the step before.
 pub struct Step<'a> {
     pub group: &'a ServingGroup,
-    pub values: ResolvedValues<'a, Box<[u8]>>,
+    pub values: ResolvedValues<'a, Value>,
+    /// What its RRs are written with: the TTL of the group the values are from (an alias's
+    /// target's, R4, D7).
+    pub ttl: u32,
 }
 
 impl<'a> Step<'a> {
-    /// The CNAME target this step points to (lower-case wire form), if it is a CNAME.
-    pub fn cname_target(&self) -> Option<&'a [u8]> {
-        if self.group.wire.record_type != TableType::Cname {
-            return None;
-        }
+    /// The CNAME target this step points to (a normalised name), if it is a CNAME.
+    pub fn cname_target(&self) -> Option<&'a str> {
         let mut first = None;
-        self.values.for_each(|rr| {
-            first.get_or_insert(rr);
+        self.values.for_each(|value| {
+            if let Value::Cname(target) = value {
+                first.get_or_insert(target.as_str());
+            }
         });
-        first.and_then(|rr| rr.get(10..))
+        first
     }
 }
 
@@ -386,18 +393,17 @@ pub struct ServingTable {
     index: Arc<Index>,
     /// The zone the groups' answers were chosen for (A1).
     local_zone: Option<Box<str>>,
-    /// How many of the table's groups were encoded for this table (the others are shared
-    /// with the table it was built from).
-    encoded: usize,
+    /// How many of the table's groups are new to it, a serving group made for them (the
+    /// others are shared with the table it was built from).
+    new_groups: usize,
 }
 
 /// What the table's groups' keys, names and types decide (with the zones configured): the
 /// same for every table until a group is added, removed, renamed or retyped, and then shared.
+/// Groups are found by key without a map of their own: the table's are in key order.
 struct Index {
     /// Every served name (lower-case wire form) with its types, plus empty non-terminals.
     names: HashMap<Box<[u8]>, NameEntry>,
-    /// Groups by key, for alias targets.
-    by_key: HashMap<Arc<str>, u32>,
     /// How many of the table's groups are the table's own (the nameservers' follow).
     table_groups: usize,
     /// Nameserver names with addresses that a RecordGroup holds (it wins, D12): their
@@ -424,8 +430,9 @@ impl ServingTable {
 
     /// [`build`](Self::build), sharing with `previous` (built with the same `counters`) every
     /// group whose compiled form is the same `Arc` in both tables: only the groups that
-    /// changed are encoded, and the name index is reused while the groups' keys, names and
-    /// types are the same. The result answers exactly as a build from nothing.
+    /// changed are new (their counters looked up), and the name index is reused while the
+    /// groups' keys, names and types are the same. The result answers exactly as a build from
+    /// nothing.
     pub fn build_from(
         previous: Option<&ServingTable>,
         table: &RoutingTable<Value>,
@@ -445,14 +452,14 @@ impl ServingTable {
         // another zone configuration shares nothing.
         let previous =
             previous.filter(|p| p.local_zone.as_deref() == local_zone && p.index.zones == zones);
-        let mut encoded = 0;
-        let mut encode = |group: &Arc<CompiledGroup<Value>>| {
-            encoded += 1;
-            Arc::new(serving_group(group, local_zone, counters))
+        let mut new_groups = 0;
+        let mut take = |group: &Arc<CompiledGroup<Value>>| {
+            new_groups += 1;
+            Arc::new(serving_group(group.clone(), local_zone, counters))
         };
         // One pass: each group is the previous table's at the same place while the groups keep
         // their keys, names and types in order (the index then holds too), else the previous
-        // table's of the same key; reused when encoded from the very same Arc.
+        // table's of the same key; reused when it serves the very same Arc.
         let mut layout_kept = previous.is_some_and(|p| p.index.table_groups == table.groups.len());
         let mut groups = Vec::with_capacity(previous.map_or(table.groups.len(), |p| {
             table.groups.len() + p.groups.len() - p.index.table_groups
@@ -466,11 +473,11 @@ impl ServingTable {
                     }
                     layout_kept = false;
                 }
-                Some(&p.groups[*p.index.by_key.get(&group.key)? as usize])
+                Some(&p.groups[p.position(&group.key)?])
             });
             groups.push(match old.filter(|old| old.is_from(group)) {
                 Some(old) => old.clone(),
-                None => encode(group),
+                None => take(group),
             });
         }
         let index = match previous.filter(|_| layout_kept) {
@@ -489,18 +496,25 @@ impl ServingTable {
             groups,
             index,
             local_zone: local_zone.map(Into::into),
-            encoded,
+            new_groups,
         })
     }
 
-    /// How many of the table's groups were encoded to build it; the others were shared with
-    /// the table it was built from.
-    pub fn encoded(&self) -> usize {
-        self.encoded
+    /// How many of the table's groups are new to it (their counters found, a serving group
+    /// made); the others were shared with the table it was built from.
+    pub fn new_groups(&self) -> usize {
+        self.new_groups
     }
 
     fn table_groups(&self) -> &[Arc<ServingGroup>] {
         &self.groups[..self.index.table_groups]
+    }
+
+    /// Where the table's group `key` is (the table's groups are in key order).
+    fn position(&self, key: &str) -> Option<usize> {
+        self.table_groups()
+            .binary_search_by(|g| (*g.compiled.key).cmp(key))
+            .ok()
     }
 
     pub fn zones(&self) -> &[ServedZone] {
@@ -591,7 +605,8 @@ impl ServingTable {
                 step.cname_target()
             };
             chain.push(step);
-            let Some(target) = target else {
+            let mut buf = [0u8; 256];
+            let Some(target) = target.and_then(|t| wire_name_in(t, &mut buf)) else {
                 break ChainEnd::Answered;
             };
             let Some(target_zone) = self.zone_of(target) else {
@@ -627,14 +642,12 @@ impl ServingTable {
         rng: &mut fastrand::Rng,
         tally: &mut Tally<'a>,
     ) -> Option<Step<'a>> {
-        let resolved = resolve_with(&group.wire, rng, |key| {
-            self.index
-                .by_key
-                .get(key)
-                .map(|&i| &self.groups[i as usize].wire)
+        let zone = self.local_zone.as_deref();
+        let resolved = resolve_with(&group.compiled, zone, rng, |key| {
+            self.position(key).map(|i| &*self.groups[i].compiled)
         })?;
         let counters = &group.counters;
-        match (&group.wire.selection, &resolved.values) {
+        match (group.compiled.selection_for(zone).0, &resolved.values) {
             // MultiValue: every record with a value in the answer, once.
             (Selection::MultiValue { owners, .. }, ResolvedValues::Sample(sample))
                 if !owners.is_empty() =>
@@ -667,6 +680,7 @@ impl ServingTable {
         Some(Step {
             group,
             values: resolved.values,
+            ttl: resolved.ttl,
         })
     }
 }
@@ -674,14 +688,14 @@ impl ServingTable {
 /// `group` ready to answer for a resolver in `local_zone` (A1), its answers counted into
 /// `counters`' counters for it (M1).
 fn serving_group(
-    group: &Arc<CompiledGroup<Value>>,
+    group: Arc<CompiledGroup<Value>>,
     local_zone: Option<&str>,
     counters: &AnswerCounters,
 ) -> ServingGroup {
-    let (wire, same_zone) = group.for_zone(local_zone, &mut |v: &Value| value_rr(v, group.ttl));
+    let (selection, same_zone) = group.selection_for(local_zone);
     let group_counters = GroupCounters {
         by_record: RecordCounters::new(
-            set_identifiers(&wire.selection)
+            set_identifiers(selection)
                 .iter()
                 .map(|id| counters.record(&group.key, id))
                 .collect(),
@@ -693,9 +707,8 @@ fn serving_group(
             .then(|| counters.locality(&group.key, same_zone)),
     };
     ServingGroup {
-        wire,
+        compiled: group,
         counters: group_counters,
-        source: Some(group.clone()),
     }
 }
 
@@ -708,22 +721,18 @@ impl Index {
         groups: &mut Vec<Arc<ServingGroup>>,
     ) -> Result<Index, Error> {
         let mut names: HashMap<Box<[u8]>, NameEntry> = HashMap::with_capacity(groups.len());
-        let mut by_key: HashMap<Arc<str>, u32> = HashMap::with_capacity(groups.len());
         for (index, group) in groups.iter().enumerate() {
-            let index = index as u32;
-            let name = wire_name(&group.wire.name);
+            let name = wire_name(&group.compiled.name);
             add_empty_non_terminals(&mut names, served, &name);
             names
                 .entry(name.into())
                 .or_default()
-                .add(wire_type(group.wire.record_type), index);
-            by_key.insert(group.wire.key.clone(), index);
+                .add(wire_type(group.compiled.record_type), index as u32);
         }
         let table_groups = groups.len();
         let (hosts, shadowed) = add_nameserver_addresses(zones, served, &mut names, groups)?;
         Ok(Index {
             names,
-            by_key,
             table_groups,
             shadowed,
             hosts,
@@ -784,20 +793,18 @@ fn add_nameserver_addresses(
             add_empty_non_terminals(names, served, &wire);
             let mut sets = Vec::with_capacity(2);
             for rtype in [TableType::A, TableType::Aaaa] {
-                let mut rrs: Vec<Box<[u8]>> = Vec::new();
+                let mut values: Vec<Value> = Vec::new();
                 for address in &ns.addresses {
-                    let record = match (rtype, address) {
-                        (TableType::A, IpAddr::V4(a)) => rr(TYPE_A, z.default_ttl, &a.octets()),
-                        (TableType::Aaaa, IpAddr::V6(a)) => {
-                            rr(TYPE_AAAA, z.default_ttl, &a.octets())
-                        }
+                    let value = match (rtype, address) {
+                        (TableType::A, IpAddr::V4(a)) => Value::A(*a),
+                        (TableType::Aaaa, IpAddr::V6(a)) => Value::Aaaa(*a),
                         _ => continue,
                     };
-                    if !rrs.contains(&record) {
-                        rrs.push(record);
+                    if !values.contains(&value) {
+                        values.push(value);
                     }
                 }
-                if rrs.is_empty() {
+                if values.is_empty() {
                     continue;
                 }
                 let index = groups.len() as u32;
@@ -805,13 +812,8 @@ fn add_nameserver_addresses(
                     .entry(wire.clone().into())
                     .or_default()
                     .add(wire_type(rtype), index);
-                groups.push(Arc::new(address_group(
-                    &name,
-                    rtype,
-                    z.default_ttl,
-                    rrs.clone(),
-                )));
-                sets.push(rrs.into());
+                sets.push(values.iter().map(|v| value_rr(v, z.default_ttl)).collect());
+                groups.push(Arc::new(address_group(&name, rtype, z.default_ttl, values)));
             }
             hosts.insert(wire.into(), sets);
         }
@@ -821,10 +823,10 @@ fn add_nameserver_addresses(
 
 /// A nameserver's addresses of one type as a group: every query gets them all. Its counters
 /// belong to no RecordGroup, so no metric shows them (M1 counts RecordGroups' answers).
-fn address_group(name: &str, rtype: TableType, ttl: u32, rrs: Vec<Box<[u8]>>) -> ServingGroup {
+fn address_group(name: &str, rtype: TableType, ttl: u32, values: Vec<Value>) -> ServingGroup {
     let key: Arc<str> = format!("nameserver {name}").into();
     ServingGroup {
-        wire: CompiledGroup {
+        compiled: Arc::new(CompiledGroup {
             key,
             name: name.into(),
             record_type: rtype,
@@ -832,16 +834,15 @@ fn address_group(name: &str, rtype: TableType, ttl: u32, rrs: Vec<Box<[u8]>>) ->
             last_resort: false,
             selection: Selection::Fixed(Answer {
                 set_identifier: "address".into(),
-                target: Target::Values(rrs),
+                target: Target::Values(values),
             }),
             zone_affinity: None,
-        },
+        }),
         counters: GroupCounters {
             by_record: RecordCounters::One(Arc::new(AtomicU64::new(0))),
             last_resort: Arc::new(AtomicU64::new(0)),
             locality: None,
         },
-        source: None,
     }
 }
 
@@ -974,7 +975,7 @@ mod tests {
     use healthroute_table::{RecordType, ZoneViews};
 
     use super::*;
-    use crate::wire::TYPE_TXT;
+    use crate::wire::{TYPE_A, TYPE_AAAA, TYPE_TXT};
 
     fn a(last: u8) -> Value {
         Value::A(Ipv4Addr::new(192, 0, 2, last))
@@ -1144,7 +1145,7 @@ mod tests {
             Outcome::Answer { zone, chain, end } => {
                 let mut s = format!("zone {zone}, {end:?}:");
                 for step in chain.iter() {
-                    s += &format!(" {}", step.group.wire.key);
+                    s += &format!(" {}", step.group.compiled.key);
                     step.values.for_each(|rr| s += &format!(" {rr:?}"));
                 }
                 s
@@ -1160,17 +1161,17 @@ mod tests {
         table.groups.insert(key.into(), Arc::new(g));
     }
 
-    // SEM-P11 (a change costs what changed): a table that changes one group's answers encodes
-    // that group only; every other group, and the name index, is the previous table's; and it
-    // answers exactly as a table built from nothing.
+    // SEM-P11 (a change costs what changed): a table that changes one group's answers takes
+    // in that group only; every other group, and the name index, is the previous table's; and
+    // it answers exactly as a table built from nothing.
     #[test]
-    fn a_change_of_one_group_encodes_that_group_only() {
+    fn a_change_of_one_group_takes_in_that_group_only() {
         let counters = AnswerCounters::default();
         for local_zone in [None, Some("zone-a")] {
             let first_table = table(1);
             let first =
                 ServingTable::build(&first_table, &zones(), local_zone, &counters).expect("builds");
-            assert_eq!(first.encoded(), first_table.groups.len());
+            assert_eq!(first.new_groups(), first_table.groups.len());
 
             let mut next_table = RoutingTable {
                 generation: 2,
@@ -1194,7 +1195,7 @@ mod tests {
                 &counters,
             )
             .expect("builds");
-            assert_eq!(next.encoded(), 1);
+            assert_eq!(next.new_groups(), 1);
             assert!(
                 Arc::ptr_eq(&first.index, &next.index),
                 "the index is shared"
@@ -1219,8 +1220,8 @@ mod tests {
         }
     }
 
-    // SEM-P11 SEM-D12: adding, removing and renaming groups rebuilds the name index but encodes
-    // only the groups that are new or changed; the answers (nameserver addresses and glue
+    // SEM-P11 SEM-D12: adding, removing and renaming groups rebuilds the name index but takes
+    // in only the groups that are new or changed; the answers (nameserver addresses and glue
     // included) are a full build's. Another zone, or a table from elsewhere, shares nothing.
     #[test]
     fn added_removed_and_renamed_groups_rebuild_the_index_only() {
@@ -1229,17 +1230,17 @@ mod tests {
         let first = ServingTable::build(&first_table, &zones(), None, &counters).expect("builds");
         let total = first_table.groups.len();
 
-        let check = |next_table: &RoutingTable<Value>, encoded: usize| {
+        let check = |next_table: &RoutingTable<Value>, new_groups: usize| {
             let next =
                 ServingTable::build_from(Some(&first), next_table, &zones(), None, &counters)
                     .expect("builds");
             let full = ServingTable::build(next_table, &zones(), None, &counters).expect("builds");
-            assert_eq!(next.encoded(), encoded);
+            assert_eq!(next.new_groups(), new_groups);
             assert_eq!(answers(&next), answers(&full));
             next
         };
 
-        // Only the generation moves: nothing is encoded, the SOA serial follows.
+        // Only the generation moves: nothing is new, the SOA serial follows.
         let same = check(
             &RoutingTable {
                 generation: 9,
@@ -1299,11 +1300,11 @@ mod tests {
             &counters,
         )
         .expect("builds");
-        assert_eq!(elsewhere.encoded(), total, "another zone's answers");
+        assert_eq!(elsewhere.new_groups(), total, "another zone's answers");
         let fresh = ServingTable::build_from(Some(&first), &table(1), &zones(), None, &counters)
             .expect("builds");
         assert_eq!(
-            fresh.encoded(),
+            fresh.new_groups(),
             total,
             "equal groups, but not the same ones"
         );

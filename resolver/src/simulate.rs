@@ -22,7 +22,7 @@ use jiff::Timestamp;
 use crate::config::{FileConfig, zones_and_ttl};
 use crate::counters::{AnswerCounters, Tally};
 use crate::serving::{Chain, ChainEnd, Outcome, ServingTable, ZoneConfig};
-use crate::wire::{TYPE_A, TYPE_AAAA, TYPE_CNAME, wire_name, wire_type};
+use crate::wire::{TYPE_A, TYPE_AAAA, TYPE_CNAME, value_rr, wire_name, wire_type};
 
 /// The checker name the simulator reports its what-if views as.
 const SIMULATOR: &str = "simulator";
@@ -165,7 +165,7 @@ pub fn run_on(
     let _ = writeln!(
         out,
         "last resort: {}",
-        if head.group.wire.last_resort {
+        if head.group.compiled.last_resort {
             "yes (no record is healthy)"
         } else {
             "no"
@@ -518,7 +518,7 @@ fn chain_lines(
     };
     let mut chained = Vec::new();
     for (i, step) in chain.iter().enumerate() {
-        let key = step.group.wire.key.to_string();
+        let key = step.group.compiled.key.to_string();
         if i == 0 {
             let _ = writeln!(
                 out,
@@ -526,16 +526,16 @@ fn chain_lines(
                 asked.name,
                 asked.rtype,
                 policy(&key),
-                step.group.wire.ttl
+                step.group.compiled.ttl
             );
         } else {
             let _ = writeln!(
                 out,
                 "  then {} {}  (RecordGroup {key}, {}, TTL {}; CNAME followed inside the zones)",
-                step.group.wire.name,
-                step.group.wire.record_type,
+                step.group.compiled.name,
+                step.group.compiled.record_type,
                 policy(&key),
-                step.group.wire.ttl
+                step.group.compiled.ttl
             );
         }
         chained.push(key);
@@ -552,10 +552,10 @@ fn zone_affinity_lines(
     out: &mut String,
 ) {
     for step in chain.iter() {
-        if step.group.wire.zone_affinity.is_none() {
+        if step.group.compiled.zone_affinity.is_none() {
             continue;
         }
-        let compiled = table.groups.get(&step.group.wire.key);
+        let compiled = table.groups.get(&step.group.compiled.key);
         let zone_line = match (from_zone, compiled) {
             (None, _) => {
                 "asked from no zone (--from-zone ZONE): answers from every zone".to_owned()
@@ -567,7 +567,11 @@ fn zone_affinity_lines(
                 "asked from {z}: {z} holds no candidate, or too few (A2, A3): answers from every zone"
             ),
         };
-        let _ = writeln!(out, "zone affinity ({}): {zone_line}", step.group.wire.key);
+        let _ = writeln!(
+            out,
+            "zone affinity ({}): {zone_line}",
+            step.group.compiled.key
+        );
     }
 }
 
@@ -625,8 +629,8 @@ fn describe(outcome: &Outcome<'_>) -> String {
     let mut parts = Vec::new();
     for step in chain.iter() {
         // Sorted as the wire sorts them (addresses by number).
-        let mut rrs: Vec<&[u8]> = Vec::new();
-        step.values.for_each(|rr| rrs.push(rr));
+        let mut rrs: Vec<Box<[u8]>> = Vec::new();
+        step.values.for_each(|v| rrs.push(value_rr(v, step.ttl)));
         rrs.sort();
         parts.push(if rrs.is_empty() {
             "(no values)".to_owned()

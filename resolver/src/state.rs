@@ -35,9 +35,9 @@ pub struct Shared {
 impl Shared {
     /// Replaces the table; queries already running finish on the old one.
     pub fn store(&self, table: ServingTable) {
-        let encoded = table.encoded();
+        let new_groups = table.new_groups();
         self.table.store(Some(Arc::new(table)));
-        self.metrics.table_loaded(encoded);
+        self.metrics.table_loaded(new_groups);
     }
 }
 

@@ -37,12 +37,36 @@ pub fn wire_type(t: RecordType) -> u16 {
 /// Lower-case wire form of a normalised name (`a.example.com.` → `\x01a\x07example\x03com\x00`).
 pub fn wire_name(name: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(name.len() + 2);
+    push_name(&mut out, name);
+    out
+}
+
+/// Appends [`wire_name`]`(name)` to `out`.
+pub fn push_name(out: &mut Vec<u8>, name: &str) {
     for label in name.split('.').filter(|l| !l.is_empty()) {
         out.push(label.len() as u8);
         out.extend(label.bytes().map(|b| b.to_ascii_lowercase()));
     }
     out.push(0);
-    out
+}
+
+/// [`wire_name`]`(name)` in `buf`, for a lookup that must not allocate; `None` for what no
+/// normalised name is (a label over 63 bytes, a name over 255 bytes in wire form).
+pub fn wire_name_in<'b>(name: &str, buf: &'b mut [u8; 256]) -> Option<&'b [u8]> {
+    let mut at = 0;
+    for label in name.split('.').filter(|l| !l.is_empty()) {
+        let end = at + 1 + label.len();
+        if label.len() > 63 || end > 254 {
+            return None;
+        }
+        buf[at] = label.len() as u8;
+        for (to, b) in buf[at + 1..end].iter_mut().zip(label.bytes()) {
+            *to = b.to_ascii_lowercase();
+        }
+        at = end;
+    }
+    buf[at] = 0;
+    Some(&buf[..=at])
 }
 
 /// Whether wire name `qname` is `apex` or below it (on a label boundary).
@@ -86,21 +110,35 @@ pub fn rr(rtype: u16, ttl: u32, rdata: &[u8]) -> Box<[u8]> {
 
 /// One answer value as an RR without its owner.
 pub fn value_rr(v: &Value, ttl: u32) -> Box<[u8]> {
+    let mut out = Vec::with_capacity(32);
+    push_value_rr(&mut out, v, ttl);
+    out.into()
+}
+
+/// Appends [`value_rr`]`(v, ttl)` to `out`: how every answer is written, straight from the
+/// table's values. Only a TXT value allocates (its character-strings).
+pub fn push_value_rr(out: &mut Vec<u8>, v: &Value, ttl: u32) {
+    out.extend_from_slice(&wire_type(v.record_type()).to_be_bytes());
+    out.extend_from_slice(&1u16.to_be_bytes());
+    out.extend_from_slice(&ttl.to_be_bytes());
+    let rdlength_at = out.len();
+    out.extend_from_slice(&[0, 0]);
     match v {
-        Value::A(a) => rr(TYPE_A, ttl, &a.octets()),
-        Value::Aaaa(a) => rr(TYPE_AAAA, ttl, &a.octets()),
-        Value::Cname(n) => rr(TYPE_CNAME, ttl, &wire_name(n)),
+        Value::A(a) => out.extend_from_slice(&a.octets()),
+        Value::Aaaa(a) => out.extend_from_slice(&a.octets()),
+        Value::Cname(n) => push_name(out, n),
         Value::Txt(t) => {
             // Validated by the compiler; a value it would refuse is served as plain text.
             let strings = healthroute_table::txt::character_strings(t)
                 .unwrap_or_else(|_| vec![t.as_bytes().iter().take(255).copied().collect()]);
-            let rdata: Vec<u8> = strings
-                .iter()
-                .flat_map(|s| std::iter::once(s.len() as u8).chain(s.iter().copied()))
-                .collect();
-            rr(TYPE_TXT, ttl, &rdata)
+            for s in strings {
+                out.push(s.len() as u8);
+                out.extend_from_slice(&s);
+            }
         }
     }
+    let rdlength = (out.len() - rdlength_at - 2) as u16;
+    out[rdlength_at..rdlength_at + 2].copy_from_slice(&rdlength.to_be_bytes());
 }
 
 #[cfg(test)]
@@ -111,6 +149,19 @@ mod tests {
     fn names_are_lower_case_wire_labels() {
         assert_eq!(wire_name("A.Example.com."), b"\x01a\x07example\x03com\x00");
         assert_eq!(wire_name("."), b"\x00");
+        let mut buf = [0u8; 256];
+        assert_eq!(
+            wire_name_in("A.Example.com.", &mut buf),
+            Some(&b"\x01a\x07example\x03com\x00"[..])
+        );
+        let long = format!("{}.", vec!["a".repeat(63); 4].join("."));
+        assert_eq!(
+            wire_name_in(&long, &mut buf),
+            None,
+            "256 bytes in wire form"
+        );
+        let longest = format!("{}.{}.", vec!["a".repeat(63); 3].join("."), "a".repeat(61));
+        assert_eq!(wire_name_in(&longest, &mut buf).map(<[u8]>::len), Some(255));
     }
 
     #[test]

@@ -9,9 +9,9 @@
 //!   compiler ──(health, last resort, shifts already applied)──▶ RoutingTable<Value>
 //!                                                                   │ serde: ConfigMap shards
 //!                                                                   │ (published), a file
-//!   resolver ◀── CompiledGroup::for_zone(zone, encode), per group ◀─┘
+//!   resolver ◀── the same Arc<CompiledGroup<Value>>s, served as they are ◀─┘
 //!       │
-//!       └─ per query: resolve_with(group, rng, lookup) ─▶ Resolved { values, set_identifier }
+//!       └─ per query: resolve_with(group, zone, rng, lookup) ─▶ Resolved { values, set_identifier }
 //! ```
 //!
 //! Everything that depends on health was decided by the compiler: a [`Selection`] holds only
@@ -477,27 +477,6 @@ impl<V> CompiledGroup<V> {
             None => (&self.selection, false),
         }
     }
-
-    /// The group as a resolver in `zone` serves it, its values mapped by `f`: the selection
-    /// [`selection_for`](Self::selection_for) picks, the zone views reduced to the flag (the
-    /// other zones' views are not that resolver's to serve); and whether it is `zone`'s view.
-    pub fn for_zone<W>(
-        &self,
-        zone: Option<&str>,
-        f: &mut impl FnMut(&V) -> W,
-    ) -> (CompiledGroup<W>, bool) {
-        let (selection, same_zone) = self.selection_for(zone);
-        let group = CompiledGroup {
-            key: self.key.clone(),
-            name: self.name.clone(),
-            record_type: self.record_type,
-            ttl: self.ttl,
-            last_resort: self.last_resort,
-            selection: selection.map(f),
-            zone_affinity: self.zone_affinity.as_ref().map(|_| Box::default()),
-        };
-        (group, same_zone)
-    }
 }
 
 /// The whole compiled routing table: every served group, by key.
@@ -577,19 +556,21 @@ impl<V> Default for RoutingTable<V> {
     }
 }
 
-/// Follows aliases from `group`, looking each target up with `lookup`, and picks one answer;
-/// the resolver's serving table and tests over a [`RoutingTable`] share it. `None` only for a
-/// table that breaks its invariant (a missing alias target, or an alias chain deeper than
-/// [`MAX_ALIAS_DEPTH`]).
+/// Follows aliases from `group`, looking each target up with `lookup`, and picks one answer
+/// as a resolver in `zone` does: from each group's zone view for `zone` where it has one (A1,
+/// [`CompiledGroup::selection_for`]). The resolver's serving table and tests over a
+/// [`RoutingTable`] share it. `None` only for a table that breaks its invariant (a missing
+/// alias target, or an alias chain deeper than [`MAX_ALIAS_DEPTH`]).
 pub fn resolve_with<'a, V>(
     group: &'a CompiledGroup<V>,
+    zone: Option<&str>,
     rng: &mut fastrand::Rng,
     lookup: impl Fn(&str) -> Option<&'a CompiledGroup<V>>,
 ) -> Option<Resolved<'a, V>> {
     let mut current = group;
     let mut set_identifier = None;
     for _ in 0..MAX_ALIAS_DEPTH {
-        match current.selection.pick(rng) {
+        match current.selection_for(zone).0.pick(rng) {
             Picked::Answer(answer) => {
                 // The outermost record is what a user configured for this name.
                 let outer = *set_identifier.get_or_insert(&answer.set_identifier);
@@ -599,6 +580,7 @@ pub fn resolve_with<'a, V>(
                             values: ResolvedValues::Slice(values),
                             set_identifier: outer,
                             last_resort: group.last_resort,
+                            ttl: current.ttl,
                         });
                     }
                     Target::Alias(key) => current = lookup(key)?,
@@ -609,6 +591,7 @@ pub fn resolve_with<'a, V>(
                     set_identifier: set_identifier.or(sample.set_identifier)?,
                     values: ResolvedValues::Sample(sample),
                     last_resort: group.last_resort,
+                    ttl: current.ttl,
                 });
             }
         }
@@ -623,6 +606,8 @@ pub struct Resolved<'a, V> {
     pub set_identifier: &'a Arc<str>,
     /// The outer group was in last resort (S6).
     pub last_resort: bool,
+    /// The TTL of the group whose values these are: an alias's target's (R4, D7).
+    pub ttl: u32,
 }
 
 #[derive(Debug)]
@@ -664,7 +649,7 @@ mod tests {
         group: &'a CompiledGroup<V>,
         rng: &mut fastrand::Rng,
     ) -> Option<Resolved<'a, V>> {
-        resolve_with(group, rng, |key| table.groups.get(key).map(|g| &**g))
+        resolve_with(group, None, rng, |key| table.groups.get(key).map(|g| &**g))
     }
 
     // SEM-D9: a TXT value with broken quoting is refused where it is written, not served.

@@ -133,5 +133,5 @@ fn resolve<'a, V>(
     group: &'a CompiledGroup<V>,
     rng: &mut fastrand::Rng,
 ) -> Option<Resolved<'a, V>> {
-    resolve_with(group, rng, |key| table.groups.get(key).map(|g| &**g))
+    resolve_with(group, None, rng, |key| table.groups.get(key).map(|g| &**g))
 }

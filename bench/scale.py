@@ -536,10 +536,11 @@ def free_port():
         return s.getsockname()[1]
 
 
-def rss_mib(pid):
+def rss_mib(pid, field="VmRSS"):
+    """A process's resident size (or another kB line of its status: RssAnon, RssFile), MiB."""
     try:
         for line in open(f"/proc/{pid}/status"):
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
     except OSError:
         pass
@@ -1107,6 +1108,9 @@ def main():
         rss.update({r.name: rss_mib(r.popen.pid) for r in resolvers})
         rows.append(("RSS operator leader / standby / resolver-a / resolver-b (MiB)",
                      " / ".join(mib(rss[x]) for x in (leader.name, standby.name, "resolver-a", "resolver-b"))))
+        rows.append(("resolver-a / resolver-b: RSS, of it anonymous + file-backed (MiB, to 0.1)",
+                     " / ".join(f"{rss_mib(r.popen.pid) or 0:.1f} = {rss_mib(r.popen.pid, 'RssAnon') or 0:.1f} + "
+                                f"{rss_mib(r.popen.pid, 'RssFile') or 0:.1f}" for r in resolvers)))
         cp = {c: cluster_pid(args.cluster_dir, c) for c in ("kube-apiserver", "etcd")}
         if all(cp.values()):
             rows.append(("RSS kube-apiserver / etcd (MiB)", " / ".join(mib(rss_mib(cp[c])) for c in cp)))

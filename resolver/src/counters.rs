@@ -3,9 +3,10 @@
 //! of the handler or of the process state: the serving table borrows these counters, and the
 //! metrics export them.
 //!
-//! A counter is created when its record first appears in a table and kept while the process
-//! lives, so it only goes up across tables and health changes; each serving table holds
-//! references to its groups' counters, so a query counts without a lock.
+//! A counter is created when its record first appears in a table (a group's last-resort
+//! counter: when the group is first in last resort, S6; until then it reads zero) and kept
+//! while the process lives, so it only goes up across tables and health changes; each serving
+//! table holds references to its groups' counters, so a query counts without a lock.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -81,7 +82,8 @@ impl AnswerCounters {
             .clone()
     }
 
-    /// The counter of last-resort answers of `group` (S6).
+    /// The counter of last-resort answers of `group` (S6): asked for once the group is in last
+    /// resort, so that the groups that never were (nearly all) hold none.
     pub fn last_resort(&self, group: &Arc<str>) -> Arc<AtomicU64> {
         let mut map = self.last_resort.lock().unwrap_or_else(|p| p.into_inner());
         map.entry(group.clone()).or_default().clone()
@@ -102,6 +104,12 @@ impl AnswerCounters {
             .map_or(0, |(_, n)| n.load(Ordering::Relaxed))
     }
 
+    /// The count of last-resort answers of `group`, if it ever was in last resort (tests).
+    pub fn last_resort_count(&self, group: &str) -> Option<u64> {
+        let map = self.last_resort.lock().unwrap_or_else(|p| p.into_inner());
+        map.get(group).map(|n| n.load(Ordering::Relaxed))
+    }
+
     /// The count of one record (tests and the simulator).
     pub fn get(&self, group: &str, set_identifier: &str) -> u64 {
         let map = self.records.lock().unwrap_or_else(|p| p.into_inner());
@@ -110,8 +118,13 @@ impl AnswerCounters {
             .map_or(0, |(_, n)| n.load(Ordering::Relaxed))
     }
 
-    /// Writes every answer counter (M1, A5, S6) into a scrape.
-    pub fn encode(&self, out: &mut Exposition) -> fmt::Result {
+    /// Writes every answer counter (M1, A5, S6) into a scrape; `groups` (the groups served)
+    /// have a last-resort counter, zero unless one was made for them.
+    pub fn encode<'g>(
+        &self,
+        out: &mut Exposition,
+        groups: impl Iterator<Item = &'g str>,
+    ) -> fmt::Result {
         fn read<K: Clone>(map: &Mutex<BTreeMap<K, Arc<AtomicU64>>>) -> Vec<(K, u64)> {
             let map = map.lock().unwrap_or_else(|p| p.into_inner());
             map.iter()
@@ -133,12 +146,15 @@ impl AnswerCounters {
                 ([("record_group", &**group), ("locality", locality)], *n)
             }),
         )?;
+        let counted = read(&self.last_resort);
+        let mut last_resort: BTreeMap<&str, u64> = groups.map(|g| (g, 0)).collect();
+        last_resort.extend(counted.iter().map(|(group, n)| (&**group, *n)));
         out.counters(
             "healthroute_last_resort_answers_total",
             "Answers given while no record of the group was healthy (S6).",
-            read(&self.last_resort)
+            last_resort
                 .iter()
-                .map(|(group, n)| ([("record_group", &**group)], *n)),
+                .map(|(group, n)| ([("record_group", *group)], *n)),
         )
     }
 }

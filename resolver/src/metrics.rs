@@ -188,7 +188,10 @@ impl Metrics {
                 }),
             )?;
         }
-        self.answers.encode(out)
+        let groups = table
+            .into_iter()
+            .flat_map(|t| t.groups().map(|g| &*g.compiled.key));
+        self.answers.encode(out, groups)
     }
 }
 
@@ -245,6 +248,101 @@ mod tests {
             r#"healthroute_dns_request_duration_seconds_bucket{le="5e-05"} 5"#,
             r#"healthroute_dns_request_duration_seconds_bucket{le="+Inf"} 5"#,
             "healthroute_dns_request_duration_seconds_sum 0.00016",
+        ] {
+            assert!(text.contains(line), "missing {line} in\n{text}");
+        }
+    }
+
+    /// The metrics with the table they count for.
+    struct WithTable(Arc<Metrics>, Arc<ServingTable>);
+
+    impl fmt::Debug for WithTable {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("WithTable")
+        }
+    }
+
+    impl Collector for WithTable {
+        fn encode(&self, encoder: DescriptorEncoder) -> fmt::Result {
+            self.0.encode(&mut Exposition::new(encoder), Some(&self.1))
+        }
+    }
+
+    // SEM-S6 SEM-M1: answers given by last resort are counted by group; a group never in last
+    // resort has no counter but scrapes as zero while it is served, and a group's count stays
+    // once it is healthy again.
+    #[test]
+    fn last_resort_answers_are_counted_and_kept() {
+        use healthroute_table::{Answer, CompiledGroup, RoutingTable, Selection, Target, Value};
+
+        let m = Arc::new(Metrics::new(vec!["example.com.".into()]));
+        let zones = [crate::serving::ZoneConfig {
+            apex: "example.com.".into(),
+            default_ttl: 60,
+            ..Default::default()
+        }];
+        let group = |name: &str, last_resort: bool| {
+            Arc::new(CompiledGroup {
+                key: format!("t/{name}").into(),
+                name: format!("{name}.example.com.").into(),
+                record_type: healthroute_table::RecordType::A,
+                ttl: 30,
+                last_resort,
+                zone_affinity: None,
+                selection: Selection::Fixed(Answer {
+                    set_identifier: "x".into(),
+                    target: Target::Values(vec![Value::A([192, 0, 2, 1].into())]),
+                }),
+            })
+        };
+        let serve = |generation, down_in_last_resort: bool| {
+            let routing = RoutingTable {
+                generation,
+                groups: [group("down", down_in_last_resort), group("up", false)]
+                    .into_iter()
+                    .map(|g| (g.key.clone(), g))
+                    .collect(),
+            };
+            Arc::new(ServingTable::build(&routing, &zones, None, &m.answers).expect("builds"))
+        };
+        let ask = |t: &ServingTable, name: &str, n: usize| {
+            let qname = crate::wire::wire_name(name);
+            let mut rng = fastrand::Rng::with_seed(3);
+            let mut tally = Tally::default();
+            for _ in 0..n {
+                t.lookup(&qname, 1, &mut rng, &mut tally);
+            }
+        };
+        let scrape = |t: &Arc<ServingTable>| {
+            let mut registry = healthroute_admin::metrics::Registry::default();
+            registry.register_collector(Box::new(WithTable(m.clone(), t.clone())));
+            healthroute_admin::metrics::encode(&registry)
+        };
+
+        let first = serve(1, true);
+        ask(&first, "down.example.com.", 3);
+        ask(&first, "up.example.com.", 2);
+        let text = scrape(&first);
+        for line in [
+            r#"healthroute_last_resort_answers_total{record_group="t/down"} 3"#,
+            r#"healthroute_last_resort_answers_total{record_group="t/up"} 0"#,
+            r#"healthroute_answers_total{record_group="t/up",set_identifier="x"} 2"#,
+        ] {
+            assert!(text.contains(line), "missing {line} in\n{text}");
+        }
+        assert_eq!(
+            m.answers.last_resort_count("t/up"),
+            None,
+            "never in last resort"
+        );
+
+        // Healthy again: answers count per record only, the last-resort count stays.
+        let second = serve(2, false);
+        ask(&second, "down.example.com.", 4);
+        let text = scrape(&second);
+        for line in [
+            r#"healthroute_last_resort_answers_total{record_group="t/down"} 3"#,
+            r#"healthroute_answers_total{record_group="t/down",set_identifier="x"} 7"#,
         ] {
             assert!(text.contains(line), "missing {line} in\n{text}");
         }

@@ -146,7 +146,8 @@ pub struct GroupCounters {
     /// By the index of the set identifier in the group's selection (answers, or MultiValue
     /// records).
     by_record: RecordCounters,
-    pub last_resort: Arc<AtomicU64>,
+    /// Only while the group is in last resort (S6): a group that never was has no counter.
+    pub last_resort: Option<Arc<AtomicU64>>,
     /// With zone affinity: the answers of this resolver's zone view (`same-zone`) or of every
     /// zone (`all-zones`), whichever this table serves (A5).
     pub locality: Option<Arc<AtomicU64>>,
@@ -671,8 +672,10 @@ impl ServingTable {
                 }
             }
         }
-        if resolved.last_resort {
-            tally.add(&counters.last_resort);
+        if resolved.last_resort
+            && let Some(c) = &counters.last_resort
+        {
+            tally.add(c);
         }
         if let Some(c) = &counters.locality {
             tally.add(c);
@@ -700,7 +703,7 @@ fn serving_group(
                 .map(|id| counters.record(&group.key, id))
                 .collect(),
         ),
-        last_resort: counters.last_resort(&group.key),
+        last_resort: group.last_resort.then(|| counters.last_resort(&group.key)),
         locality: group
             .zone_affinity
             .is_some()
@@ -840,7 +843,7 @@ fn address_group(name: &str, rtype: TableType, ttl: u32, values: Vec<Value>) -> 
         }),
         counters: GroupCounters {
             by_record: RecordCounters::One(Arc::new(AtomicU64::new(0))),
-            last_resort: Arc::new(AtomicU64::new(0)),
+            last_resort: None,
             locality: None,
         },
     }

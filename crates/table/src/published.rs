@@ -280,8 +280,9 @@ impl Encoder {
 pub struct Assembler {
     /// The newest manifest, with the content hash of its JSON (its identity).
     manifest: Option<(Manifest, String)>,
-    /// Shards seen, by index, with their hash.
-    shards: HashMap<u32, (String, Shard)>,
+    /// Shards seen, by index, with their hash: each one's groups in key order, without a map
+    /// (a group holds its key; a map of them cost 35-70 bytes a group beside the table's).
+    shards: HashMap<u32, (String, Box<[Arc<CompiledGroup<Value>>]>)>,
     /// Deltas not applied yet: on the manifest served, or on one still to come.
     deltas: Vec<Delta>,
     /// The hash of the manifest the table served is built on.
@@ -310,8 +311,18 @@ impl Assembler {
         // shard is decoded into the same room (not when the table is assembled, after all
         // of them, with the blocks of the next table in between).
         let old = self.current.as_ref().map(|t| &t.groups);
-        shard.groups = kept(std::mem::take(&mut shard.groups), old);
-        self.shards.insert(shard.index, (content_hash(json), shard));
+        let groups = kept(std::mem::take(&mut shard.groups), old)
+            .into_iter()
+            .map(|(key, mut group)| {
+                // Its own key, as every writer publishes it; under another, the map's wins.
+                if group.key != key {
+                    Arc::make_mut(&mut group).key = key;
+                }
+                group
+            })
+            .collect();
+        self.shards
+            .insert(shard.index, (content_hash(json), groups));
         Ok(())
     }
 
@@ -407,9 +418,9 @@ impl Assembler {
                 let Some((_, shard)) = self.shards.get_mut(&index) else {
                     continue;
                 };
-                for (key, group) in shard.groups.iter_mut() {
-                    *group = unchanged(old, key, group);
-                    groups.insert(key.clone(), group.clone());
+                for group in shard.iter_mut() {
+                    *group = unchanged(old, &group.key, group);
+                    groups.insert(group.key.clone(), group.clone());
                 }
             }
             // Shards beyond the manifest's count are left over from a larger table.
@@ -730,6 +741,26 @@ mod tests {
         (a, manifest)
     }
 
+    // A shard that files a group under another key than the group's own (no writer does) is
+    // read as its map says: the group is served under the map's key, and names it.
+    #[test]
+    fn a_group_filed_under_another_key_takes_the_maps() {
+        let t = table(1, 2, 1);
+        let mut enc = encode(&t, 1).expect("encodes");
+        let json = String::from_utf8(enc.shards[0].2.to_vec())
+            .expect("utf-8")
+            .replacen(r#""key":"ns/g1""#, r#""key":"ns/elsewhere""#, 1);
+        assert!(json.contains("ns/elsewhere"), "{json}");
+        enc.manifest.hashes[0] = content_hash(json.as_bytes());
+        let mut a = Assembler::default();
+        a.set_shard(json.as_bytes()).expect("shard");
+        a.set_manifest(&serde_json::to_vec(&enc.manifest).expect("json"))
+            .expect("manifest");
+        let got = a.assemble().expect("newer").expect("a table");
+        assert_eq!(got.groups.len(), 2);
+        assert_eq!(&*got.groups["ns/g1"].key, "ns/g1");
+    }
+
     // SEM-P11: the diff is the groups that changed, by identity, and those removed.
     #[test]
     fn diff_finds_what_changed() {
@@ -816,7 +847,7 @@ mod tests {
             _ => unreachable!("the test's groups are Fixed"),
         };
         for (_, shard) in a.shards.values() {
-            let ids: Vec<_> = shard.groups.values().map(|g| id(g)).collect();
+            let ids: Vec<_> = shard.iter().map(|g| id(g)).collect();
             assert!(ids.len() > 1 && ids.iter().all(|i| Arc::ptr_eq(i, &ids[0])));
         }
         a.set_delta(&delta_between(&base1, 1, 2, &t1, &t2))
@@ -836,10 +867,11 @@ mod tests {
         // Shared as each shard is read, before the table is assembled: the copies decoded
         // are gone already.
         for (_, shard) in a.shards.values() {
-            for (k, g) in &shard.groups {
+            for g in shard.iter() {
                 assert!(
-                    Arc::ptr_eq(g, &second.groups[k]),
-                    "{k}: a copy until assembled"
+                    Arc::ptr_eq(g, &second.groups[&g.key]),
+                    "{}: a copy until assembled",
+                    g.key
                 );
             }
         }
@@ -861,10 +893,11 @@ mod tests {
         let in_shards: Vec<_> = a
             .shards
             .values()
-            .flat_map(|(_, shard)| shard.groups.iter())
+            .flat_map(|(_, shard)| shard.iter())
             .collect();
         assert_eq!(in_shards.len(), third.groups.len());
-        for (k, g) in in_shards {
+        for g in in_shards {
+            let k = &g.key;
             assert!(Arc::ptr_eq(g, &third.groups[k]), "{k}: a copy in its shard");
         }
     }

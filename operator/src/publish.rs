@@ -190,9 +190,15 @@ impl Publisher {
         self.fold = None;
     }
 
-    /// Publishes nothing below `generation` (the highest a resolver says it serves).
+    /// Publishes nothing below `generation` (the highest a resolver says it serves). A raise
+    /// makes the next table a full one (P4): a delta names the generation before it, and no
+    /// reader of this manifest has the generations skipped, so a delta after them would never
+    /// apply (until a fold, up to 64 changes later).
     pub fn raise_generation(&mut self, generation: u64) {
-        self.generation = self.generation.max(generation);
+        if generation > self.generation {
+            self.generation = generation;
+            self.full_next = true;
+        }
     }
 
     /// A fold is under way: [`Publisher::fold_step`] has work.

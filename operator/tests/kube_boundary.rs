@@ -199,6 +199,81 @@ async fn publisher_writes_shards_then_manifest_and_only_changes() {
     assert_eq!(assembled.generation, 2);
 }
 
+/// Answers every request until none comes for a while: PATCH bodies echoed (and returned, in
+/// order), anything else an empty success.
+async fn answer_all(handle: &mut Handle) -> Vec<Json> {
+    let mut patched = Vec::new();
+    while let Ok(Some((req, send))) =
+        tokio::time::timeout(Duration::from_millis(500), handle.next_request()).await
+    {
+        let method = req.method().as_str().to_owned();
+        let body = body_json(req).await;
+        if method == "PATCH" {
+            respond(send, &body);
+            patched.push(body);
+        } else {
+            respond(
+                send,
+                &json!({"apiVersion": "v1", "kind": "Status", "status": "Success"}),
+            );
+        }
+    }
+    patched
+}
+
+// SEM-P4: a resolver that reports serving a generation above the leader's (a stale disk
+// snapshot) makes the next change a full table numbered above it, not a delta after
+// generations no reader has: a resolver on the old manifest assembles it.
+#[tokio::test]
+async fn a_raised_generation_is_published_as_a_full_table() {
+    let (client, mut handle) = mock();
+    let mut publisher = Publisher::new(Api::<ConfigMap>::namespaced(client, "healthroute"), 2);
+    let table = index_with(&[("a", "192.0.2.1"), ("b", "192.0.2.2")])
+        .compiler
+        .table();
+    let server =
+        tokio::spawn(async move {
+            expect(&mut handle, "GET", "/api/v1/namespaces/healthroute/configmaps", |_| {
+            json!({"apiVersion": "v1", "kind": "ConfigMapList", "metadata": {}, "items": []})
+        })
+        .await;
+            let written = answer_all(&mut handle).await;
+            (written, handle)
+        });
+    publisher.publish(&table, || true).await.expect("publishes");
+    let (written, mut handle) = server.await.expect("server");
+    let mut resolver = Assembler::default();
+    let feed = |resolver: &mut Assembler, written: &[Json]| {
+        for body in written {
+            let role = body["metadata"]["labels"]["healthroute.io/table"].as_str();
+            let data = body["data"][DATA_KEY].as_str().expect("data");
+            resolver.set(role, data.as_bytes()).expect("readable");
+        }
+    };
+    feed(&mut resolver, &written);
+    assert_eq!(resolver.assemble().expect("ok").expect("t1").generation, 1);
+
+    publisher.raise_generation(40);
+    let changed = index_with(&[("a", "192.0.2.1"), ("b", "192.0.2.99")])
+        .compiler
+        .table();
+    let server = tokio::spawn(async move { answer_all(&mut handle).await });
+    let report = publisher
+        .publish(&changed, || true)
+        .await
+        .expect("publishes");
+    let written = server.await.expect("server");
+    assert!(
+        report.manifest_written && !report.delta_written,
+        "{report:?}"
+    );
+    assert_eq!(report.generation, 41);
+    feed(&mut resolver, &written);
+    let served = resolver.assemble().expect("ok").expect("the raised table");
+    assert_eq!(served.generation, 41);
+    assert_eq!(served.groups, changed.groups);
+}
+
 // A new leader reads the content hashes already on the server and rewrites nothing that
 // matches.
 #[tokio::test]

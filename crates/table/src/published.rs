@@ -274,6 +274,9 @@ impl Encoder {
     }
 }
 
+/// The groups of one shard as the reader keeps them: the table's `Arc`s, in key order.
+type ShardGroups = Box<[Arc<CompiledGroup<Value>>]>;
+
 /// The reader's side: collects shards, manifests and deltas as they arrive, in any order, and
 /// assembles a table only from a complete, consistent set.
 #[derive(Debug, Default)]
@@ -282,7 +285,7 @@ pub struct Assembler {
     manifest: Option<(Manifest, String)>,
     /// Shards seen, by index, with their hash: each one's groups in key order, without a map
     /// (a group holds its key; a map of them cost 35-70 bytes a group beside the table's).
-    shards: HashMap<u32, (String, Box<[Arc<CompiledGroup<Value>>]>)>,
+    shards: HashMap<u32, (String, ShardGroups)>,
     /// Deltas not applied yet: on the manifest served, or on one still to come.
     deltas: Vec<Delta>,
     /// The hash of the manifest the table served is built on.

@@ -37,11 +37,13 @@
 //! simulate); it knows nothing of sockets or of the process state.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher, RandomState};
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
 use crate::error::Error;
+use hashbrown::{HashTable, hash_table};
 use healthroute_table::{
     Answer, CompiledGroup, RecordType as TableType, ResolvedValues, RoutingTable, Selection,
     Target, Value, resolve_with,
@@ -246,6 +248,96 @@ impl NameEntry {
     }
 }
 
+/// Every served name with the groups served there, found by a hash of its labels. A name
+/// with groups is not copied: it is checked against the name its first group holds (one
+/// `Arc<str>` per group, the compiled group's). Empty non-terminals (D2), which have no group
+/// to hold their name, are kept apart in wire form; there are few of them.
+struct Names {
+    with_groups: HashTable<NameEntry>,
+    empty: std::collections::HashSet<Box<[u8]>>,
+    hasher: RandomState,
+}
+
+/// An empty non-terminal's entry: no type.
+static EMPTY_NAME: NameEntry = NameEntry {
+    types: [0; 4],
+    groups: [0; 4],
+};
+
+impl Names {
+    fn with_capacity(n: usize) -> Self {
+        Names {
+            with_groups: HashTable::with_capacity(n),
+            empty: Default::default(),
+            hasher: RandomState::new(),
+        }
+    }
+
+    /// The entry of `wire` (a lower-case wire name), where `groups` are the groups the index
+    /// was built over (or groups in the same places, with the same names).
+    fn get(&self, groups: &[Arc<ServingGroup>], wire: &[u8]) -> Option<&NameEntry> {
+        let hash = hash_labels(&self.hasher, wire_labels(wire));
+        let found = self.with_groups.find(hash, |e| {
+            wire_labels(wire).eq(text_labels(&groups[e.groups[0] as usize].compiled.name))
+        });
+        found.or_else(|| self.empty.contains(wire).then_some(&EMPTY_NAME))
+    }
+
+    /// Serves `groups[group]` (named `wire`) for `rtype` at its name.
+    fn add(&mut self, groups: &[Arc<ServingGroup>], wire: &[u8], rtype: u16, group: u32) {
+        let hasher = &self.hasher;
+        let name_of = |e: &NameEntry| &groups[e.groups[0] as usize].compiled.name;
+        let entry = self.with_groups.entry(
+            hash_labels(hasher, wire_labels(wire)),
+            |e| wire_labels(wire).eq(text_labels(name_of(e))),
+            |e| hash_labels(hasher, text_labels(name_of(e))),
+        );
+        match entry {
+            hash_table::Entry::Occupied(mut e) => e.get_mut().add(rtype, group),
+            hash_table::Entry::Vacant(e) => {
+                let mut new = NameEntry::default();
+                new.add(rtype, group);
+                if !new.is_empty() {
+                    e.insert(new);
+                }
+            }
+        }
+    }
+
+    /// `wire` exists, without a group of its own (unless one is added).
+    fn add_empty(&mut self, wire: &[u8]) {
+        if !self.empty.contains(wire) {
+            self.empty.insert(wire.into());
+        }
+    }
+}
+
+/// The hash of a name by its labels, the same from its wire and its text form.
+fn hash_labels<'a>(hasher: &RandomState, labels: impl Iterator<Item = &'a [u8]>) -> u64 {
+    let mut h = hasher.build_hasher();
+    for label in labels {
+        h.write_u8(label.len() as u8);
+        h.write(label);
+    }
+    h.finish()
+}
+
+/// The labels of a wire name, without the root.
+fn wire_labels(wire: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        let len = usize::from(*wire.get(at)?);
+        let label = wire.get(at + 1..at + 1 + len).filter(|_| len > 0)?;
+        at += 1 + len;
+        Some(label)
+    })
+}
+
+/// The labels of a normalised name (lower-case, as the compiler writes group names).
+fn text_labels(name: &str) -> impl Iterator<Item = &[u8]> {
+    name.split('.').filter(|l| !l.is_empty()).map(str::as_bytes)
+}
+
 /// One step of an answer: the values one group picked, owned by the question name (the first
 /// step) or by the CNAME target of the step before.
 pub struct Step<'a> {
@@ -403,8 +495,8 @@ pub struct ServingTable {
 /// same for every table until a group is added, removed, renamed or retyped, and then shared.
 /// Groups are found by key without a map of their own: the table's are in key order.
 struct Index {
-    /// Every served name (lower-case wire form) with its types, plus empty non-terminals.
-    names: HashMap<Box<[u8]>, NameEntry>,
+    /// Every served name with its types, plus empty non-terminals.
+    names: Names,
     /// How many of the table's groups are the table's own (the nameservers' follow).
     table_groups: usize,
     /// Nameserver names with addresses that a RecordGroup holds (it wins, D12): their
@@ -570,7 +662,7 @@ impl ServingTable {
                 _ => {}
             }
         }
-        let Some(entry) = self.index.names.get(qname) else {
+        let Some(entry) = self.index.names.get(&self.groups, qname) else {
             return match (at_apex, qtype) {
                 (true, TYPE_ANY) => Outcome::Apex {
                     zone,
@@ -613,7 +705,7 @@ impl ServingTable {
             let Some(target_zone) = self.zone_of(target) else {
                 break ChainEnd::OutOfZone;
             };
-            match self.index.names.get(target) {
+            match self.index.names.get(&self.groups, target) {
                 None if target.len() == self.zones[target_zone].apex.len() => {
                     break ChainEnd::NoData { zone: target_zone };
                 }
@@ -723,14 +815,12 @@ impl Index {
         served: &[ServedZone],
         groups: &mut Vec<Arc<ServingGroup>>,
     ) -> Result<Index, Error> {
-        let mut names: HashMap<Box<[u8]>, NameEntry> = HashMap::with_capacity(groups.len());
-        for (index, group) in groups.iter().enumerate() {
-            let name = wire_name(&group.compiled.name);
+        let mut names = Names::with_capacity(groups.len());
+        for index in 0..groups.len() {
+            let group = &groups[index].compiled;
+            let name = wire_name(&group.name);
             add_empty_non_terminals(&mut names, served, &name);
-            names
-                .entry(name.into())
-                .or_default()
-                .add(wire_type(group.compiled.record_type), index as u32);
+            names.add(groups, &name, wire_type(group.record_type), index as u32);
         }
         let table_groups = groups.len();
         let (hosts, shadowed) = add_nameserver_addresses(zones, served, &mut names, groups)?;
@@ -746,17 +836,13 @@ impl Index {
 
 /// Names between `name` and the apex of its zone (empty non-terminals) exist: NODATA, not
 /// NXDOMAIN (D2).
-fn add_empty_non_terminals(
-    names: &mut HashMap<Box<[u8]>, NameEntry>,
-    served: &[ServedZone],
-    name: &[u8],
-) {
+fn add_empty_non_terminals(names: &mut Names, served: &[ServedZone], name: &[u8]) {
     if let Some(zone) = served.iter().find(|z| in_zone(name, &z.apex)) {
         let mut at = 0;
         while name.len() - at > zone.apex.len() {
             at += usize::from(name[at]) + 1;
             if name.len() - at > zone.apex.len() {
-                names.entry(name[at..].into()).or_default();
+                names.add_empty(&name[at..]);
             }
         }
     }
@@ -773,7 +859,7 @@ type Hosts = HashMap<Box<[u8]>, Vec<Box<[Box<[u8]>]>>>;
 fn add_nameserver_addresses(
     zones: &[ZoneConfig],
     served: &[ServedZone],
-    names: &mut HashMap<Box<[u8]>, NameEntry>,
+    names: &mut Names,
     groups: &mut Vec<Arc<ServingGroup>>,
 ) -> Result<(Hosts, Vec<String>), Error> {
     let mut hosts = Hosts::new();
@@ -787,7 +873,7 @@ fn add_nameserver_addresses(
             {
                 continue;
             }
-            if names.get(wire.as_slice()).is_some_and(|e| !e.is_empty()) {
+            if names.get(groups, &wire).is_some_and(|e| !e.is_empty()) {
                 if !shadowed.contains(&name) {
                     shadowed.push(name);
                 }
@@ -811,12 +897,9 @@ fn add_nameserver_addresses(
                     continue;
                 }
                 let index = groups.len() as u32;
-                names
-                    .entry(wire.clone().into())
-                    .or_default()
-                    .add(wire_type(rtype), index);
                 sets.push(values.iter().map(|v| value_rr(v, z.default_ttl)).collect());
                 groups.push(Arc::new(address_group(&name, rtype, z.default_ttl, values)));
+                names.add(groups, &wire, wire_type(rtype), index);
             }
             hosts.insert(wire.into(), sets);
         }

@@ -4,8 +4,8 @@
 //!   RoutingTable<Value> ──build──▶ ServingTable
 //!                                   ├─ zones: apex, SOA, NS and their glue, RFC 8482 answer (D1, D6,
 //!                                   │         D12), in wire form
-//!                                   ├─ names: lower-case wire name ─▶ [(type, group)], plus empty
-//!                                   │         non-terminals (D2)
+//!                                   ├─ names: name (by a hash of its labels) ─▶ [(type, group)],
+//!                                   │         plus empty non-terminals (D2)
 //!                                   └─ groups: the table's own compiled groups (the same `Arc`s,
 //!                                             in key order) with their answer counters; after
 //!                                             them, one fixed group per address type of each

@@ -1056,8 +1056,14 @@ def main():
         dns = [Dns(r.dns_port) for r in resolvers]
         # The resolvers first, until they answer at all (REFUSED for a name outside the zone).
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not all(d.ask("probe.invalid", timeout=0.1) for d in dns):
+        while time.monotonic() < deadline and all(r.alive() for r in resolvers) \
+                and not all(d.ask("probe.invalid", timeout=0.1) for d in dns):
             time.sleep(0.05)
+        # A resolver that exited (its port taken between the pick and the bind) would leave
+        # the start waiting for answers until its timeout.
+        dead = [r.name for r in resolvers if not r.alive()]
+        if dead:
+            raise RuntimeError(f"{', '.join(dead)} exited at start; see the logs in {tmp}")
 
         t0 = time.monotonic()
         for o in operators:

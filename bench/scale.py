@@ -975,6 +975,7 @@ def main():
     extra = []
     loads = [os.getloadavg()[0]]
     loaded = False
+    stopped = False
 
     def report():
         # Printed before the cleanup, which takes minutes at 100,000 groups.
@@ -1158,8 +1159,10 @@ def main():
             rows.append(apiserver_restart(kube, args, dns, data_ns, edits[1]))
     except KeyboardInterrupt:
         log("interrupted")
+        stopped = True
     except (ApiError, RuntimeError) as e:
         log(f"stopped: {e}")
+        stopped = True
     finally:
         for proc in procs:
             proc.stop()
@@ -1177,6 +1180,8 @@ def main():
                     log(f"still deleting: {', '.join(left)} (the namespace controller goes on)")
             except ApiError as e:
                 log(f"could not delete the namespaces: {e}")
+    # A run stopped short reports what it measured, and fails.
+    return 1 if stopped else 0
 
 
 def apiserver_restart(kube, args, dns, ns, i):
@@ -1212,4 +1217,4 @@ def apiserver_restart(kube, args, dns, ns, i):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -36,7 +36,7 @@
 //! Layer: above `wire` and `counters`, below everything that answers (fastpath, handler,
 //! simulate); it knows nothing of sockets or of the process state.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasher, Hasher, RandomState};
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -51,8 +51,8 @@ use healthroute_table::{
 
 use crate::counters::{AnswerCounters, Tally};
 use crate::wire::{
-    TYPE_ANY, TYPE_CNAME, TYPE_HINFO, TYPE_NS, TYPE_SOA, in_zone, is_label_prefix, rr, value_rr,
-    wire_name, wire_name_in, wire_type,
+    TYPE_ANY, TYPE_CNAME, TYPE_HINFO, TYPE_NS, TYPE_SOA, in_zone, is_label_prefix, rr, text_labels,
+    value_rr, wire_labels, wire_name, wire_name_in, wire_type,
 };
 
 /// The longest CNAME chain followed inside the served zones (D8).
@@ -254,7 +254,7 @@ impl NameEntry {
 /// to hold their name, are kept apart in wire form; there are few of them.
 struct Names {
     with_groups: HashTable<NameEntry>,
-    empty: std::collections::HashSet<Box<[u8]>>,
+    empty: HashSet<Box<[u8]>>,
     hasher: RandomState,
 }
 
@@ -320,22 +320,6 @@ fn hash_labels<'a>(hasher: &RandomState, labels: impl Iterator<Item = &'a [u8]>)
         h.write(label);
     }
     h.finish()
-}
-
-/// The labels of a wire name, without the root.
-fn wire_labels(wire: &[u8]) -> impl Iterator<Item = &[u8]> {
-    let mut at = 0;
-    std::iter::from_fn(move || {
-        let len = usize::from(*wire.get(at)?);
-        let label = wire.get(at + 1..at + 1 + len).filter(|_| len > 0)?;
-        at += 1 + len;
-        Some(label)
-    })
-}
-
-/// The labels of a normalised name (lower-case, as the compiler writes group names).
-fn text_labels(name: &str) -> impl Iterator<Item = &[u8]> {
-    name.split('.').filter(|l| !l.is_empty()).map(str::as_bytes)
 }
 
 /// One step of an answer: the values one group picked, owned by the question name (the first
@@ -740,7 +724,7 @@ impl ServingTable {
             self.position(key).map(|i| &*self.groups[i].compiled)
         })?;
         let counters = &group.counters;
-        match (group.compiled.selection_for(zone).0, &resolved.values) {
+        match (resolved.selection, &resolved.values) {
             // MultiValue: every record with a value in the answer, once.
             (Selection::MultiValue { owners, .. }, ResolvedValues::Sample(sample))
                 if !owners.is_empty() =>

@@ -43,24 +43,40 @@ pub fn wire_name(name: &str) -> Vec<u8> {
 
 /// Appends [`wire_name`]`(name)` to `out`.
 pub fn push_name(out: &mut Vec<u8>, name: &str) {
-    for label in name.split('.').filter(|l| !l.is_empty()) {
+    for label in text_labels(name) {
         out.push(label.len() as u8);
-        out.extend(label.bytes().map(|b| b.to_ascii_lowercase()));
+        out.extend(label.iter().map(u8::to_ascii_lowercase));
     }
     out.push(0);
+}
+
+/// The labels of a name in text form (its dots left out, the root too).
+pub fn text_labels(name: &str) -> impl Iterator<Item = &[u8]> {
+    name.split('.').filter(|l| !l.is_empty()).map(str::as_bytes)
+}
+
+/// The labels of a wire name, without the root.
+pub fn wire_labels(wire: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        let len = usize::from(*wire.get(at)?);
+        let label = wire.get(at + 1..at + 1 + len).filter(|_| len > 0)?;
+        at += 1 + len;
+        Some(label)
+    })
 }
 
 /// [`wire_name`]`(name)` in `buf`, for a lookup that must not allocate; `None` for what no
 /// normalised name is (a label over 63 bytes, a name over 255 bytes in wire form).
 pub fn wire_name_in<'b>(name: &str, buf: &'b mut [u8; 256]) -> Option<&'b [u8]> {
     let mut at = 0;
-    for label in name.split('.').filter(|l| !l.is_empty()) {
+    for label in text_labels(name) {
         let end = at + 1 + label.len();
         if label.len() > 63 || end > 254 {
             return None;
         }
         buf[at] = label.len() as u8;
-        for (to, b) in buf[at + 1..end].iter_mut().zip(label.bytes()) {
+        for (to, b) in buf[at + 1..end].iter_mut().zip(label) {
             *to = b.to_ascii_lowercase();
         }
         at = end;

@@ -567,10 +567,12 @@ pub fn resolve_with<'a, V>(
     rng: &mut fastrand::Rng,
     lookup: impl Fn(&str) -> Option<&'a CompiledGroup<V>>,
 ) -> Option<Resolved<'a, V>> {
+    let outer_selection = group.selection_for(zone).0;
     let mut current = group;
+    let mut selection = outer_selection;
     let mut set_identifier = None;
     for _ in 0..MAX_ALIAS_DEPTH {
-        match current.selection_for(zone).0.pick(rng) {
+        match selection.pick(rng) {
             Picked::Answer(answer) => {
                 // The outermost record is what a user configured for this name.
                 let outer = *set_identifier.get_or_insert(&answer.set_identifier);
@@ -581,9 +583,13 @@ pub fn resolve_with<'a, V>(
                             set_identifier: outer,
                             last_resort: group.last_resort,
                             ttl: current.ttl,
+                            selection: outer_selection,
                         });
                     }
-                    Target::Alias(key) => current = lookup(key)?,
+                    Target::Alias(key) => {
+                        current = lookup(key)?;
+                        selection = current.selection_for(zone).0;
+                    }
                 }
             }
             Picked::Sample(sample) => {
@@ -592,6 +598,7 @@ pub fn resolve_with<'a, V>(
                     values: ResolvedValues::Sample(sample),
                     last_resort: group.last_resort,
                     ttl: current.ttl,
+                    selection: outer_selection,
                 });
             }
         }
@@ -608,6 +615,9 @@ pub struct Resolved<'a, V> {
     pub last_resort: bool,
     /// The TTL of the group whose values these are: an alias's target's (R4, D7).
     pub ttl: u32,
+    /// The selection of the outer group that was picked from (its zone view, A1): what its
+    /// answers are counted by, without looking the view up again.
+    pub selection: &'a Selection<V>,
 }
 
 #[derive(Debug)]

@@ -31,7 +31,13 @@ election) and two resolvers as processes, all on this machine. Prints a markdown
    operators unchanged for 10 s with one leader throughout; at most --settle-max seconds).
 4. Flips: K times, one endpoint of a random Simple group's EndpointSlice changes its `ready`
    condition (JSON patch); the time from sending the patch until BOTH resolvers answer the new
-   set, polled over UDP every ~2 ms (at most 30 s a flip). p50, p99, max.
+   set, polled over UDP every ~2 ms (at most 30 s a flip). p50, p99, max. Two watches of
+   this script split each flip: patch → the slice's watch event (what the operator waits
+   for), → the next table ConfigMap event (the operator's delta, what the resolvers wait for),
+   → both resolvers answer.
+   With etcd's metrics (--etcd-metrics, default the loopback cluster's), the WAL fsync and
+   backend commit times etcd recorded during the flips: each flip waits for two commits in a
+   row (the patch, then the operator's delta), so they set this machine's floor.
 5. RSS (VmRSS) of every process: the two operators, the two resolvers, and the API server and
    etcd when their pid files are readable ($HR_CLUSTER_DIR/run, default ~/hr-cluster/run).
 6. Takeover: SIGKILL the leader, then at once edit a static group (its primary's value); the
@@ -191,6 +197,23 @@ class Kube:
     def get(self, path, ok=(200,), **kw):
         return self.call("GET", path, ok=ok, **kw)[1]
 
+    def watch(self, path):
+        """A watch of the collection at `path` (with its query) from now on, in a thread of its
+        own: `Watch.seen` collects (monotonic arrival time, event type, object name)."""
+        rv = self.get(path + ("&" if "?" in path else "?") + "limit=1")["metadata"]["resourceVersion"]
+        if self.https:
+            c = http.client.HTTPSConnection(self.host, self.port, context=self.ctx)
+        else:
+            c = http.client.HTTPConnection(self.host, self.port)
+        sep = "&" if "?" in path else "?"
+        c.request("GET", f"{path}{sep}watch=1&resourceVersion={rv}&timeoutSeconds=3600",
+                  headers=self.headers)
+        r = c.getresponse()
+        if r.status != 200:
+            c.close()
+            raise ApiError(f"watch {path}: {r.status}")
+        return Watch(c, r)
+
     def exists(self, path):
         return self.call("GET", path, ok=(200, 404))[0] == 200
 
@@ -215,6 +238,39 @@ class Kube:
 
 
 # --- the objects ----------------------------------------------------------------------------
+
+class Watch:
+    """One watch's events as they arrive, read by a daemon thread until `stop`."""
+
+    def __init__(self, conn, response):
+        self.conn, self.response, self.seen = conn, response, []
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self):
+        try:
+            while True:
+                line = self.response.readline()
+                if not line:
+                    return
+                t, wall = time.monotonic(), time.time()
+                ev = json.loads(line)
+                self.seen.append((t, ev.get("type"), ev.get("object", {}).get("metadata", {}).get("name"), wall))
+        except (OSError, http.client.HTTPException, ValueError):
+            return
+
+    def first(self, after, name=None):
+        """The arrival time of the first event after `after` (of object `name`), or None."""
+        return next((t for t, _, n, _ in list(self.seen) if t > after and (name is None or n == name)), None)
+
+    def stop(self):
+        try:
+            self.conn.sock.shutdown(socket.SHUT_RDWR)
+        except (OSError, AttributeError):
+            pass
+        self.thread.join(2)
+        self.conn.close()
+
 
 def kind_of(i, n):
     """The group's shape, by i % 20 (the mix in the module docs); the last two groups are
@@ -605,15 +661,59 @@ class Proc:
             c.close()
         except (OSError, http.client.HTTPException):
             return {}
+        return parse_exposition(text)
+
+
+def scrape(url):
+    """A Prometheus text exposition at `url` as {name{labels}: value}; {} when unreachable."""
+    try:
+        u = urllib.parse.urlsplit(url)
+        c = http.client.HTTPConnection(u.hostname, u.port, timeout=2)
+        c.request("GET", u.path or "/metrics")
+        text = c.getresponse().read().decode()
+        c.close()
+    except (OSError, http.client.HTTPException, ValueError):
+        return {}
+    return parse_exposition(text)
+
+
+def parse_exposition(text):
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            k, _, v = line.rpartition(" ")
+            try:
+                out[k] = float(v)
+            except ValueError:
+                pass
+    return out
+
+
+def histogram_between(before, after, name):
+    """The observations of histogram `name` made between two scrapes: (count, [(le, count)])."""
+    def buckets(m):
         out = {}
-        for line in text.splitlines():
-            if line and not line.startswith("#"):
-                k, _, v = line.rpartition(" ")
-                try:
-                    out[k] = float(v)
-                except ValueError:
-                    pass
+        for k, v in m.items():
+            hit = re.fullmatch(re.escape(name) + r'_bucket\{(?:.*,)?le="([^"]+)"\}', k)
+            if hit:
+                out[float(hit.group(1))] = v
         return out
+    b, a = buckets(before), buckets(after)
+    cum = sorted((le, a[le] - b.get(le, 0.0)) for le in a)
+    return (cum[-1][1] if cum else 0.0), cum
+
+
+def histogram_quantile(cum, q):
+    """The upper bound of the bucket holding quantile q (cumulative buckets), or None."""
+    if not cum or cum[-1][1] <= 0:
+        return None
+    return next(le for le, c in cum if c >= q * cum[-1][1])
+
+
+def fmt_bound(seconds):
+    if seconds is None:
+        return "n/a"
+    return "over 8 s" if seconds == float("inf") else f"≤ {seconds * 1000:g} ms"
 
 
 def msum(metrics, name):
@@ -720,13 +820,61 @@ def lease_holder(kube, ns):
         return None
 
 
-def flips(kube, ns, resolvers, n, k, rng):
-    """K EndpointSlice flips: (both-answered times, patch round trips), in seconds."""
+def served_at(log_path):
+    """{generation: wall-clock time} of a resolver's "serving a new table" log lines."""
+    out = {}
+    try:
+        for line in open(log_path, errors="replace"):
+            if '"serving a new table"' not in line:
+                continue
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            stamp = rec.get("timestamp", "")
+            hit = re.fullmatch(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?Z", stamp)
+            if hit:
+                secs = time.mktime(time.strptime(hit.group(1), "%Y-%m-%dT%H:%M:%S")) - time.timezone
+                out.setdefault(rec["fields"]["generation"], secs + float(hit.group(2) or 0))
+    except OSError:
+        pass
+    return out
+
+
+def delta_lag(watch, resolvers):
+    """For every delta `watch` saw added, the time from its watch event here to each resolver
+    serving its generation (that resolver's log): one list for all resolvers, in seconds."""
+    served = [served_at(r.log) for r in resolvers]
+    lags = []
+    for _, kind, name, wall in list(watch.seen):
+        hit = re.fullmatch(r"healthroute-table-delta-(\d+)", name or "")
+        if kind != "ADDED" or not hit:
+            continue
+        g = int(hit.group(1))
+        for by in served:
+            if g in by:
+                lags.append(by[g] - wall)
+    return lags
+
+
+def flips(kube, ns, hr_ns, resolvers, n, k, rng, servers=()):
+    """K EndpointSlice flips: (both-answered times, patch round trips, timeouts, stages), in
+    seconds. `stages` splits each flip where this script's own watches saw it: the patched
+    slice's event (as the operator sees it), then the next table ConfigMap event in `hr_ns` (the
+    operator's delta, as the resolvers see it), then both resolvers answering."""
     pool = [i for i in range(n) if kind_of(i, n) == "simple-svc"]
     both, patch_rtt, timeouts = [], [], 0
+    stages = {"patch → slice event": [], "slice event → table event": [], "table event → both answer": []}
+    try:
+        slices = kube.watch(f"{SLICE_API}/namespaces/{ns}/endpointslices")
+        tables = kube.watch(f"/api/v1/namespaces/{hr_ns}/configmaps?labelSelector=healthroute.io%2Ftable")
+    except ApiError as e:
+        log(f"no watches for the flips' stages: {e}")
+        slices = tables = None
     for f in range(k):
         i = rng.choice(pool)
-        path = f"{SLICE_API}/namespaces/{ns}/endpointslices/s{i}-1"
+        name = f"s{i}-1"
+        path = f"{SLICE_API}/namespaces/{ns}/endpointslices/{name}"
         # As the slice is now (a reused namespace keeps an earlier run's flips).
         now = kube.get(path)["endpoints"][0].get("conditions", {}).get("ready", True)
         now_ready = not now
@@ -737,11 +885,23 @@ def flips(kube, ns, resolvers, n, k, rng):
         patch_rtt.append(time.monotonic() - t0)
         seen = wait_both(resolvers, dns_name(i), sorted(want), t0 + 30)
         if len(seen) == len(resolvers):
-            both.append(max(seen.values()) - t0)
+            done = max(seen.values())
+            both.append(done - t0)
+            t1 = slices.first(t0, name) if slices else None
+            t2 = tables.first(t1) if t1 else None
+            if t2 is not None and t2 <= done:
+                stages["patch → slice event"].append(t1 - t0)
+                stages["slice event → table event"].append(t2 - t1)
+                stages["table event → both answer"].append(done - t2)
         else:
             timeouts += 1
         time.sleep(rng.uniform(0.05, 0.25))
-    return both, patch_rtt, timeouts
+    for w in (slices, tables):
+        if w:
+            w.stop()
+    if tables:
+        stages["delta event here → a resolver serves it (its log)"] = delta_lag(tables, servers)
+    return both, patch_rtt, timeouts, stages
 
 
 def fresh_value():
@@ -938,6 +1098,8 @@ def main():
     p.add_argument("--settle-max", type=float, default=900, help="seconds to wait for status writes to stop")
     p.add_argument("--start-timeout", type=float, default=600, help="seconds for every group to be answered")
     p.add_argument("--apiserver-restart", type=float, nargs="?", const=15.0, metavar="SECONDS")
+    p.add_argument("--etcd-metrics", default=f"http://127.0.0.1:{os.environ.get('HR_ETCD_PORT', '12379')}/metrics",
+                   help="etcd's metrics URL: its WAL fsync and commit times during the flips (skipped when unreachable)")
     p.add_argument("--cluster-dir", default=os.environ.get("HR_CLUSTER_DIR", os.path.expanduser("~/hr-cluster")))
     p.add_argument("--cluster-scripts", default=os.path.normpath(os.path.join(ROOT, "..", "shared", "cluster")))
     p.add_argument("--keep", action="store_true", help="keep the namespaces and their objects at the end")
@@ -1093,12 +1255,24 @@ def main():
             leader, standby = now_leading, leader
 
         loads.append(os.getloadavg()[0])
-        before = leader.metrics()
-        both, rtt, timeouts = flips(kube, data_ns, dns, n, args.flips, rng)
-        after = leader.metrics()
+        before, etcd_before = leader.metrics(), scrape(args.etcd_metrics)
+        both, rtt, timeouts, stages = flips(kube, data_ns, hr_ns, dns, n, args.flips, rng, resolvers)
+        after, etcd_after = leader.metrics(), scrape(args.etcd_metrics)
         loads.append(os.getloadavg()[0])
         rows.append((f"EndpointSlice flip → both resolvers answer ({len(both)} flips, {timeouts} over 30 s)", fmt_ms(both)))
         rows.append(("  of which the PATCH round trip", fmt_ms(rtt)))
+        for what, xs in stages.items():
+            if xs:
+                rows.append((f"  {what} ({len(xs)} flips)", fmt_ms(xs)))
+        # Each flip is two etcd commits in a row (the PATCH, then the operator's delta), and
+        # a commit waits for etcd's WAL fsync: the floor this machine's disk sets.
+        for what, family in (("WAL fsync", "etcd_disk_wal_fsync_duration_seconds"),
+                             ("backend commit", "etcd_disk_backend_commit_duration_seconds")):
+            count, cum = histogram_between(etcd_before, etcd_after, family)
+            if count:
+                rows.append((f"  etcd {what} during the flips, p50 / p99 (bucket bounds)",
+                             f"{fmt_bound(histogram_quantile(cum, 0.5))} / "
+                             f"{fmt_bound(histogram_quantile(cum, 0.99))} ({count:.0f})"))
 
         def delta(name):
             return msum(after, name) - msum(before, name)

@@ -138,6 +138,7 @@ pub async fn start(
     });
 
     // P2: serve the last table from disk until a source has a newer one.
+    let mut from_disk = false;
     if tables.borrow().is_none()
         && let Some(path) = &config.table_file
     {
@@ -150,6 +151,7 @@ pub async fn start(
                     &shared.metrics.answers,
                 )?;
                 shared.store(serving);
+                from_disk = true;
                 tracing::info!(path = %path.display(), generation = table.generation, "serving the last table from disk");
             }
             Ok(None) => {}
@@ -247,7 +249,14 @@ pub async fn start(
             loop {
                 let current = tables.borrow_and_update().clone();
                 if let Some(table) = current {
-                    let previous = shared.table.load_full();
+                    // The table read from disk shares no group with the source's first table
+                    // (equal ones are other allocations): built from nothing, that table
+                    // holds only the source's groups.
+                    let previous = if from_disk {
+                        None
+                    } else {
+                        shared.table.load_full()
+                    };
                     let building = std::time::Instant::now();
                     // Built from the table served now: only the groups that changed are new
                     // to it.
@@ -259,6 +268,7 @@ pub async fn start(
                         &shared.metrics.answers,
                     ) {
                         Ok(serving) => {
+                            from_disk = false;
                             let shadowed = serving.shadowed_nameservers();
                             // Said when it starts or changes, not at every table.
                             if !shadowed.is_empty()
@@ -553,6 +563,38 @@ mod tests {
         served(&running, 2).await;
         assert_eq!(new_groups(), 11);
         running.shutdown().await;
+    }
+
+    // SEM-P2 SEM-P11: the source's first table after the one read from disk is built from
+    // nothing: its groups equal the disk's but are other allocations, and the table served
+    // holds only the source's (the disk's would otherwise stay alive beside them).
+    #[tokio::test]
+    async fn the_first_table_after_the_disk_holds_only_the_sources_groups() {
+        let dir = std::env::temp_dir().join(format!("hr-server-disk-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("table.json");
+        crate::table_file::write(&path, &groups(10)).expect("written");
+        let (tx, tables) = watch::channel(None);
+        let running = start(config(Some(path)), tables).await.expect("starts");
+        served(&running, 1).await;
+        let source = Arc::new(RoutingTable {
+            generation: 2,
+            ..groups(10)
+        });
+        tx.send_replace(Some(source.clone()));
+        served(&running, 2).await;
+        let table = running.shared.table.load_full().expect("a table");
+        assert_eq!(table.generation, 2);
+        for group in table.groups() {
+            let theirs = &source.groups[&group.compiled.key];
+            assert!(
+                Arc::ptr_eq(&group.compiled, theirs),
+                "{} is the source's own",
+                group.compiled.key
+            );
+        }
+        running.shutdown().await;
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     // Every spawned task has a span: what the table task logs says it comes from it.

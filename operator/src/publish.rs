@@ -71,7 +71,7 @@ pub fn fold_due(deltas: (usize, usize), shards: u32, times: usize) -> bool {
 /// changes).
 const SHARD_WRITES_IN_FLIGHT: usize = 4;
 /// A change larger than this is published as a full table (it touches most shards anyway).
-pub const MAX_DELTA_BYTES: usize = 128 * 1024;
+pub use healthroute_table::published::MAX_DELTA_BYTES;
 
 /// Groups as a delta or a shard carries them.
 type DeltaGroups = BTreeMap<GroupKey, Arc<CompiledGroup<Value>>>;

@@ -27,6 +27,7 @@ use std::sync::Arc;
 
 mod error;
 pub mod published;
+pub mod push;
 pub mod txt;
 
 pub use error::{Error, TxtProblem};

@@ -39,6 +39,11 @@ pub const MAX_SHARD_BYTES: usize = 900 * 1024;
 /// The size a shard is aimed at: the shard count follows the table so that shards hold
 /// about this much, leaving room to grow before any shard nears [`MAX_SHARD_BYTES`].
 pub const TARGET_SHARD_BYTES: usize = 256 * 1024;
+/// A change larger than this as a delta is published as a full table (P11); no delta, on a
+/// ConfigMap or pushed (P12), is larger.
+pub const MAX_DELTA_BYTES: usize = 128 * 1024;
+/// Pushed deltas a reader serves beyond its committed table before it waits for its watch.
+const MAX_PUSHED: usize = 64;
 
 /// Which shard a group belongs to (FNV-1a: stable across processes and versions).
 pub fn shard_of(key: &str, shards: u32) -> u32 {
@@ -290,8 +295,14 @@ pub struct Assembler {
     deltas: Vec<Delta>,
     /// The hash of the manifest the table served is built on.
     base: Option<String>,
-    /// The table served: the base with its deltas applied.
+    /// The committed table: the base with the deltas the watch brought applied.
     current: Option<Arc<RoutingTable<Value>>>,
+    /// Pushed deltas served beyond `current` (P12), in order, each with the table it made.
+    /// The watch's equal delta commits one (its table becomes `current`: nothing is built
+    /// again); anything else the watch brings drops them.
+    pushed: Vec<(Delta, Arc<RoutingTable<Value>>)>,
+    /// The table last returned: `current`, or the last pushed one's.
+    sent: Option<Arc<RoutingTable<Value>>>,
 }
 
 impl Assembler {
@@ -313,7 +324,7 @@ impl Assembler {
         // already takes its `Arc` now, and the copy just decoded is freed before the next
         // shard is decoded into the same room (not when the table is assembled, after all
         // of them, with the blocks of the next table in between).
-        let old = self.current.as_ref().map(|t| &t.groups);
+        let old = self.served().map(|t| &t.groups);
         let groups = kept(std::mem::take(&mut shard.groups), old)
             .into_iter()
             .map(|(key, mut group)| {
@@ -330,20 +341,7 @@ impl Assembler {
     }
 
     pub fn set_delta(&mut self, json: &[u8]) -> Result<(), Error> {
-        let mut delta: Delta = serde_json::from_slice(json).map_err(|e| Error::Unreadable {
-            what: "delta",
-            reason: e.to_string(),
-        })?;
-        delta.groups = kept(std::mem::take(&mut delta.groups), None);
-        if delta.generation <= delta.previous {
-            return Err(Error::Unreadable {
-                what: "delta",
-                reason: format!(
-                    "generation {} does not follow {}",
-                    delta.generation, delta.previous
-                ),
-            });
-        }
+        let delta = decode_delta(json)?;
         // Applied already (a relist), or on a base older than the manifest: nothing to keep.
         let served = self
             .current
@@ -359,6 +357,32 @@ impl Assembler {
             self.deltas.push(delta);
         }
         Ok(())
+    }
+
+    /// A delta the leader pushed (P12): served at once when it follows the table served (the
+    /// same manifest, `previous` its generation), else left to the watch (`Ok(None)`). What
+    /// it makes is not committed: the watch's copy of the delta commits it, and anything
+    /// else the watch brings replaces it.
+    pub fn push_delta(&mut self, json: &[u8]) -> Result<Option<Arc<RoutingTable<Value>>>, Error> {
+        let delta = decode_delta(json)?;
+        let Some(mut table) = self.sent.clone() else {
+            return Ok(None);
+        };
+        if self.base.as_ref() != Some(&delta.base_hash)
+            || delta.previous != table.generation
+            || self.pushed.len() >= MAX_PUSHED
+        {
+            return Ok(None);
+        }
+        apply(&mut table, &delta);
+        self.pushed.push((delta, table.clone()));
+        self.sent = Some(table.clone());
+        Ok(Some(table))
+    }
+
+    /// The table last returned, or the committed one.
+    fn served(&self) -> Option<&Arc<RoutingTable<Value>>> {
+        self.sent.as_ref().or(self.current.as_ref())
     }
 
     /// One object as its [`TABLE_LABEL`] value says: [`MANIFEST`], [`DELTA`], else a shard.
@@ -415,7 +439,8 @@ impl Assembler {
             // Each group the table served before with the same content keeps its `Arc`, in the
             // new table and in the shard it came from: a shard holding copies of groups the
             // table holds too would keep a second table alive after every fold.
-            let old = self.current.as_ref().map(|t| &t.groups);
+            let served = self.served().cloned();
+            let old = served.as_ref().map(|t| &t.groups);
             let mut groups = Groups::new();
             for index in 0..manifest.shards {
                 let Some((_, shard)) = self.shards.get_mut(&index) else {
@@ -431,6 +456,7 @@ impl Assembler {
             self.shards.retain(|i, _| *i < count);
             let generation = manifest.generation;
             self.base = Some(hash.clone());
+            self.pushed.clear();
             Arc::new(RoutingTable { generation, groups })
         };
         // The deltas on this base, in order; those of older bases are dropped.
@@ -442,25 +468,70 @@ impl Assembler {
             .position(|d| d.base_hash == base_hash && d.previous == table.generation)
         {
             let delta = self.deltas.swap_remove(i);
-            let next = Arc::make_mut(&mut table);
-            next.generation = delta.generation;
-            for key in &delta.removed {
-                next.groups.remove(key);
-            }
-            for (key, group) in delta.groups {
-                let same = next.groups.get(&key).is_some_and(|old| **old == *group);
-                if !same {
-                    next.groups.insert(key, group);
-                }
+            if self
+                .pushed
+                .first()
+                .is_some_and(|(pushed, _)| *pushed == delta)
+            {
+                // Pushed before: its table is served already, and now committed.
+                table = self.pushed.remove(0).1;
+            } else {
+                self.pushed.clear();
+                apply(&mut table, &delta);
             }
         }
         self.deltas
             .retain(|d| !(d.base_hash == base_hash && d.generation <= table.generation));
-        if serving == Some(table.generation) {
-            return Ok(None);
+        // What was pushed and not committed yet follows the committed table, or goes.
+        if self
+            .pushed
+            .first()
+            .is_some_and(|(d, _)| d.base_hash != base_hash || d.previous != table.generation)
+        {
+            self.pushed.clear();
         }
         self.current = Some(table.clone());
-        Ok(Some(table))
+        let served = self.pushed.last().map_or(table, |(_, t)| t.clone());
+        if self.sent.as_ref().is_some_and(|s| Arc::ptr_eq(s, &served)) {
+            return Ok(None);
+        }
+        self.sent = Some(served.clone());
+        Ok(Some(served))
+    }
+}
+
+/// A delta's JSON, checked, its groups as the assembler keeps them ([`kept`]).
+fn decode_delta(json: &[u8]) -> Result<Delta, Error> {
+    let mut delta: Delta = serde_json::from_slice(json).map_err(|e| Error::Unreadable {
+        what: "delta",
+        reason: e.to_string(),
+    })?;
+    delta.groups = kept(std::mem::take(&mut delta.groups), None);
+    if delta.generation <= delta.previous {
+        return Err(Error::Unreadable {
+            what: "delta",
+            reason: format!(
+                "generation {} does not follow {}",
+                delta.generation, delta.previous
+            ),
+        });
+    }
+    Ok(delta)
+}
+
+/// `delta` applied to `table` (copied first if it is shared: the nodes of its map that the
+/// delta does not touch stay shared).
+fn apply(table: &mut Arc<RoutingTable<Value>>, delta: &Delta) {
+    let next = Arc::make_mut(table);
+    next.generation = delta.generation;
+    for key in &delta.removed {
+        next.groups.remove(key);
+    }
+    for (key, group) in &delta.groups {
+        let same = next.groups.get(key).is_some_and(|old| **old == **group);
+        if !same {
+            next.groups.insert(key.clone(), group.clone());
+        }
     }
 }
 
@@ -903,5 +974,110 @@ mod tests {
             let k = &g.key;
             assert!(Arc::ptr_eq(g, &third.groups[k]), "{k}: a copy in its shard");
         }
+    }
+
+    // SEM-P12: a pushed delta that follows the table served is served at once; the watch's
+    // copy of it commits that very table (nothing is returned, nothing built again).
+    #[test]
+    fn a_pushed_delta_is_served_at_once_and_committed_by_the_watch() {
+        let t1 = table(1, 20, 1);
+        let t2 = with_group(&t1, 2, 5, 7);
+        let (mut a, base1) = fed(&t1, 2);
+        a.assemble().expect("t1").expect("t1");
+        let d2 = delta_between(&base1, 1, 2, &t1, &t2);
+        let pushed = a.push_delta(&d2).expect("readable").expect("served");
+        assert_eq!(*pushed, t2);
+        assert_eq!(
+            a.current.as_ref().map(|t| t.generation),
+            Some(1),
+            "not committed"
+        );
+        // The same delta again (pushed twice) is not a table of its own.
+        assert_eq!(a.push_delta(&d2), Ok(None));
+        a.set_delta(&d2).expect("watched");
+        assert_eq!(a.assemble_shared(), Ok(None), "served already");
+        let committed = a.current.clone().expect("committed");
+        assert!(
+            Arc::ptr_eq(&committed, &pushed),
+            "the pushed table, committed"
+        );
+        // The next one chains on it, pushed or watched.
+        let t3 = with_group(&t2, 3, 6, 8);
+        a.set_delta(&delta_between(&base1, 2, 3, &t2, &t3))
+            .expect("watched");
+        assert_eq!(a.assemble().expect("t3"), Some(t3));
+    }
+
+    // SEM-P12: a pushed delta that does not follow the table served waits for the watch,
+    // and an unreadable one is an error, not a table.
+    #[test]
+    fn a_pushed_delta_that_does_not_follow_is_left_to_the_watch() {
+        let t1 = table(1, 20, 1);
+        let t2 = with_group(&t1, 2, 5, 7);
+        let t3 = with_group(&t2, 3, 6, 8);
+        let (mut a, base1) = fed(&t1, 2);
+        // Nothing served yet: nothing to follow.
+        assert_eq!(
+            a.push_delta(&delta_between(&base1, 1, 2, &t1, &t2)),
+            Ok(None)
+        );
+        a.assemble().expect("t1").expect("t1");
+        // A gap (3 follows 2, which this reader does not have).
+        assert_eq!(
+            a.push_delta(&delta_between(&base1, 2, 3, &t2, &t3)),
+            Ok(None)
+        );
+        // Another manifest.
+        let other = encode(&table(1, 3, 9), 1).expect("encodes");
+        let other = serde_json::to_vec(&other.manifest).expect("json");
+        assert_eq!(
+            a.push_delta(&delta_between(&other, 1, 2, &t1, &t2)),
+            Ok(None)
+        );
+        assert!(matches!(
+            a.push_delta(b"{\"shards\": 3}"),
+            Err(Error::Unreadable { what: "delta", .. })
+        ));
+        assert_eq!(a.assemble(), Ok(None), "still generation 1");
+    }
+
+    // SEM-P12 SEM-P4: a pushed delta never written (its writer lost the lease) is replaced by
+    // the next table from the watch: another delta for that generation, or a new leader's
+    // manifest numbered as the pushed one, which is above the committed generation.
+    #[test]
+    fn what_the_watch_brings_replaces_a_pushed_delta_it_does_not_commit() {
+        let t1 = table(1, 20, 1);
+        let t2 = with_group(&t1, 2, 5, 7);
+        let other2 = with_group(&t1, 2, 5, 9);
+        let (mut a, base1) = fed(&t1, 2);
+        a.assemble().expect("t1").expect("t1");
+        a.push_delta(&delta_between(&base1, 1, 2, &t1, &t2))
+            .expect("readable")
+            .expect("served");
+        a.set_delta(&delta_between(&base1, 1, 2, &t1, &other2))
+            .expect("watched");
+        assert_eq!(a.assemble().expect("replaced"), Some(other2.clone()));
+
+        let (mut a, base1) = fed(&t1, 2);
+        a.assemble().expect("t1").expect("t1");
+        a.push_delta(&delta_between(&base1, 1, 2, &t1, &t2))
+            .expect("readable")
+            .expect("served");
+        // A new leader's term starts with a manifest numbered 2, with other content.
+        let enc = encode(&other2, 2).expect("encodes");
+        for (_, _, json) in &enc.shards {
+            a.set_shard(json).expect("shard");
+        }
+        a.set_manifest(&serde_json::to_vec(&enc.manifest).expect("json"))
+            .expect("manifest");
+        assert_eq!(a.assemble().expect("not refused"), Some(other2.clone()));
+        // Its deltas follow, on its manifest.
+        let t3 = with_group(&other2, 3, 6, 8);
+        let base2 = serde_json::to_vec(&enc.manifest).expect("json");
+        assert_eq!(
+            a.push_delta(&delta_between(&base2, 2, 3, &other2, &t3))
+                .expect("readable"),
+            Some(Arc::new(t3))
+        );
     }
 }

@@ -59,6 +59,8 @@ pub enum Error {
     },
     #[error("--lease-duration must be at least 3 seconds")]
     LeaseTooShort,
+    #[error("--push-key-file {path}: {reason}")]
+    PushKey { path: String, reason: String },
     #[error("cannot start the leader election's thread: {0}")]
     ElectionThread(#[source] std::io::Error),
 }

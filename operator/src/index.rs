@@ -17,6 +17,7 @@
 //! a shift also compiles its groups with it.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Service;
@@ -62,6 +63,16 @@ enum Kind {
 
 const KINDS: usize = 8;
 
+/// What a checker's Lease tells the leader.
+#[derive(Debug)]
+struct CheckerLease {
+    /// The table generation its resolver serves (P4).
+    served: Option<u64>,
+    /// Where its resolver takes pushed deltas (P12).
+    push_address: Option<Arc<str>>,
+    renewed: Option<jiff::Timestamp>,
+}
+
 /// The watched world, fed into the compiler. Synchronous: tests drive it without a client.
 pub struct Index {
     pub compiler: Compiler,
@@ -83,8 +94,8 @@ pub struct Index {
     /// Sorted; mostly one slice (a `BTreeSet` would allocate a whole node for it).
     slices_of: HashMap<ObjectKey, Vec<ObjectKey>>,
     cluster_ips: BTreeMap<ObjectKey, Vec<std::net::IpAddr>>,
-    /// Checker Leases: the checker's name and the table generation its resolver serves.
-    leases: BTreeMap<ObjectKey, (String, Option<u64>)>,
+    /// Checker Leases: what their resolvers tell the leader.
+    leases: BTreeMap<ObjectKey, CheckerLease>,
     /// Keys listed since a watch restarted (Init): the others are gone at InitDone.
     relist: HashMap<Kind, BTreeSet<ObjectKey>>,
     synced: BTreeSet<u8>,
@@ -424,14 +435,30 @@ impl Index {
             .get(CHECKER_LABEL)
             .cloned()
             .unwrap_or_else(|| l.name_any());
-        if let Some(renewed) = l.spec.as_ref().and_then(|s| s.renew_time.as_ref()) {
-            self.compiler.set_heartbeat(checker.clone(), renewed.0);
+        let renewed = l
+            .spec
+            .as_ref()
+            .and_then(|s| s.renew_time.as_ref())
+            .map(|t| t.0);
+        if let Some(renewed) = renewed {
+            self.compiler.set_heartbeat(checker.clone(), renewed);
         }
         let served = l
             .annotations()
             .get(SERVED_GENERATION_ANNOTATION)
             .and_then(|g| g.parse().ok());
-        self.leases.insert(key, (checker, served));
+        let push_address = l
+            .annotations()
+            .get(healthroute_table::push::ADDRESS_ANNOTATION)
+            .map(|a| Arc::from(a.as_str()));
+        self.leases.insert(
+            key,
+            CheckerLease {
+                served,
+                push_address,
+                renewed,
+            },
+        );
     }
     fn delete_lease(&mut self, key: &ObjectKey) {
         self.leases.remove(key);
@@ -441,9 +468,26 @@ impl Index {
     pub fn highest_served_generation(&self) -> u64 {
         self.leases
             .values()
-            .filter_map(|(_, g)| *g)
+            .filter_map(|l| l.served)
             .max()
             .unwrap_or(0)
+    }
+
+    /// Where the resolvers whose Lease was renewed within its 10 s take pushed deltas (P12),
+    /// in order, each once.
+    pub fn push_addresses(&self, now: jiff::Timestamp) -> Arc<[Arc<str>]> {
+        let mut addresses: Vec<Arc<str>> = self
+            .leases
+            .values()
+            .filter(|l| {
+                l.renewed
+                    .is_some_and(|at| now.duration_since(at) < jiff::SignedDuration::from_secs(10))
+            })
+            .filter_map(|l| l.push_address.clone())
+            .collect();
+        addresses.sort();
+        addresses.dedup();
+        addresses.into()
     }
 }
 
@@ -454,6 +498,44 @@ mod tests {
 
     use super::*;
     use healthroute_api::METRIC_EVALUATOR;
+
+    fn checker_lease(name: &str, renewed: &str, address: Option<&str>) -> Lease {
+        let mut annotations = json!({SERVED_GENERATION_ANNOTATION: "7"});
+        if let Some(address) = address {
+            annotations[healthroute_table::push::ADDRESS_ANNOTATION] = json!(address);
+        }
+        serde_json::from_value(json!({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": format!("healthroute-checker-{name}"), "namespace": "healthroute",
+                         "labels": {CHECKER_LABEL: name}, "annotations": annotations},
+            "spec": {"holderIdentity": name, "renewTime": renewed}
+        }))
+        .expect("valid")
+    }
+
+    // SEM-P12: deltas are pushed to the address each resolver advertises on its checker
+    // Lease, while that Lease is renewed (within its 10 s): a resolver gone stops being
+    // pushed to, and one that advertises nothing is never pushed to.
+    #[test]
+    fn deltas_are_pushed_to_the_resolvers_whose_lease_is_live() {
+        let mut index = Index::new(ServedZones::new(["example.com"]).expect("zone"), 60);
+        let now: jiff::Timestamp = "2026-01-01T00:01:00Z".parse().expect("time");
+        for lease in [
+            checker_lease("a", "2026-01-01T00:00:59.000000Z", Some("10.0.0.1:8055")),
+            checker_lease("b", "2026-01-01T00:00:55.000000Z", Some("10.0.0.2:8055")),
+            checker_lease("gone", "2026-01-01T00:00:30.000000Z", Some("10.0.0.3:8055")),
+            checker_lease("none", "2026-01-01T00:00:59.000000Z", None),
+        ] {
+            index.apply(Input::Lease(Event::Apply(lease)));
+        }
+        let to: Vec<String> = index
+            .push_addresses(now)
+            .iter()
+            .map(|a| a.to_string())
+            .collect();
+        assert_eq!(to, ["10.0.0.1:8055", "10.0.0.2:8055"]);
+        assert_eq!(index.highest_served_generation(), 7);
+    }
 
     fn check(check_type: &str) -> HealthCheck {
         let spec = if check_type == "Metric" {

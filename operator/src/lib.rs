@@ -21,6 +21,7 @@ pub mod metrics;
 pub mod node;
 pub mod peers;
 pub mod publish;
+pub mod push;
 pub mod rbac;
 pub mod readiness;
 pub mod status;

@@ -47,6 +47,11 @@ struct Args {
     /// table needs them, so that no shard nears a ConfigMap's 1 MiB.
     #[arg(long = "table-shards", default_value_t = 8)]
     table_shards: u32,
+    /// A file holding the push key (32 bytes or more; whitespace around it ignored): the
+    /// leader then also pushes each delta it publishes to every resolver that advertises a
+    /// push address on its checker Lease (P12). Nothing is pushed without it.
+    #[arg(long = "push-key-file", value_name = "FILE")]
+    push_key_file: Option<std::path::PathBuf>,
     /// Status patches in flight at once (the status writer; the table never waits for it).
     #[arg(long = "status-concurrency", default_value_t = 8)]
     status_concurrency: usize,
@@ -123,6 +128,20 @@ fn main() -> ExitCode {
 
 async fn run(args: Args) -> Result<(), Error> {
     let zones = ServedZones::new(&args.zones)?;
+    let push_key = match &args.push_key_file {
+        Some(path) => {
+            let failed = |reason: String| Error::PushKey {
+                path: path.display().to_string(),
+                reason,
+            };
+            let secret = std::fs::read(path).map_err(|e| failed(e.to_string()))?;
+            let key = healthroute_table::push::PushKey::new(&secret)
+                .map_err(|e| failed(e.to_string()))?;
+            tracing::info!("pushing each delta to the resolvers that take pushes (P12)");
+            Some(key)
+        }
+        None => None,
+    };
     let kube_config = kube::Config::infer().await.map_err(Error::NoClientConfig)?;
     let client = kube::Client::try_from(kube_config.clone()).map_err(Error::NoClient)?;
     let metrics = OperatorMetrics::default();
@@ -176,6 +195,7 @@ async fn run(args: Args) -> Result<(), Error> {
             policy
         },
         watch_namespace: args.watch_namespace.clone(),
+        push_key,
         ..Config::new(args.namespace.clone(), zones)
     };
     let control = tokio::spawn(

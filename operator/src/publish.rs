@@ -45,6 +45,7 @@ use tokio::sync::{mpsc, watch};
 use crate::FIELD_MANAGER;
 use crate::error::Error;
 use crate::metrics::PublisherMetrics;
+use crate::push::Pusher;
 use healthroute_admin::retry::{Backoff, ErrorLog};
 
 /// The manifest ConfigMap's name; shards are `<name>-<index>`, deltas `<name>-delta-<generation>`.
@@ -152,6 +153,9 @@ pub struct Publisher {
     /// in a new manifest, with what changed since as its catch-up delta.
     manifest_groups: Option<healthroute_table::Groups>,
     fold: Option<Fold>,
+    /// Sends each delta to the resolvers as it is written (P12), to `push_to`.
+    pusher: Option<Pusher>,
+    push_to: Arc<[Arc<str>]>,
 }
 
 impl Publisher {
@@ -170,7 +174,20 @@ impl Publisher {
             full_next: true,
             manifest_groups: None,
             fold: None,
+            pusher: None,
+            push_to: Arc::new([]),
         }
+    }
+
+    /// Pushes each delta to the resolvers as it writes it (P12).
+    pub fn with_pusher(mut self, pusher: Pusher) -> Self {
+        self.pusher = Some(pusher);
+        self
+    }
+
+    /// Where deltas are pushed from now on: the resolvers' advertised addresses.
+    pub fn push_to(&mut self, addresses: Arc<[Arc<str>]>) {
+        self.push_to = addresses;
     }
 
     /// The published manifest's shard count (0 before the first).
@@ -350,14 +367,28 @@ impl Publisher {
                 }
                 let hash = published::content_hash(body.as_bytes());
                 let bytes = body.len();
-                self.apply(
-                    &delta_name(delta.generation),
-                    DELTA,
-                    &hash,
-                    Some(delta.base),
-                    body,
-                )
-                .await?;
+                // P12: the resolvers have it while its ConfigMap is being written.
+                let pushed = self
+                    .pusher
+                    .as_mut()
+                    .is_some_and(|p| p.push(&body, &self.push_to) > 0);
+                let written = self
+                    .apply(
+                        &delta_name(delta.generation),
+                        DELTA,
+                        &hash,
+                        Some(delta.base),
+                        body,
+                    )
+                    .await;
+                if let Err(e) = written {
+                    if pushed {
+                        // Resolvers may serve a generation that was never written: the next
+                        // table goes above it, in full (P12, as P4).
+                        self.raise_generation(delta.generation);
+                    }
+                    return Err(e);
+                }
                 self.generation = delta.generation;
                 self.served = Some(table.clone());
                 self.stale_deltas = true;
@@ -795,6 +826,8 @@ pub struct PublishRequest {
     pub floor: u64,
     /// The table to publish; `None` until the term's read-back has been taken in.
     pub table: Option<Arc<RoutingTable<Value>>>,
+    /// Where deltas are pushed (P12): the resolvers' advertised addresses.
+    pub push_to: Arc<[Arc<str>]>,
 }
 
 /// What the publisher tells the control loop.
@@ -890,6 +923,7 @@ pub async fn run_publisher(
             continue;
         }
         publisher.raise_generation(request.floor);
+        publisher.push_to(request.push_to.clone());
         let failed = |error: String, errors: &mut ErrorLog| {
             metrics.failed();
             if errors.should_log(&error) {

@@ -434,3 +434,160 @@ async fn each_status_is_applied_to_its_kinds_resource() {
     let _ = stop_tx.send(true);
     writer.await.expect("the writer stops");
 }
+
+/// A resolver's push listener stand-in on loopback: every request's `Authorization` and
+/// body, answered 202 as a resolver takes a delta.
+async fn push_receiver() -> (
+    std::net::SocketAddr,
+    tokio::sync::mpsc::UnboundedReceiver<(String, Vec<u8>)>,
+) {
+    use http_body_util::BodyExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("binds");
+    let addr = listener.local_addr().expect("addr");
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                let service =
+                    hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+                        let tx = tx.clone();
+                        async move {
+                            let auth = req
+                                .headers()
+                                .get("authorization")
+                                .and_then(|v| v.to_str().ok())
+                                .unwrap_or_default()
+                                .to_owned();
+                            let body = req.into_body().collect().await.expect("body").to_bytes();
+                            let _ = tx.send((auth, body.to_vec()));
+                            let mut response = Response::new(http_body_util::Full::new(
+                                hyper::body::Bytes::from_static(b"taken\n"),
+                            ));
+                            *response.status_mut() = http::StatusCode::ACCEPTED;
+                            Ok::<_, std::convert::Infallible>(response)
+                        }
+                    });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    (addr, rx)
+}
+
+// SEM-P12: the leader pushes each delta, signed, to the resolvers that advertise a push
+// address, before its ConfigMap is written (the push does not wait for the write); a
+// resolver serves it at once. When that write then fails, the next change is a full table
+// numbered above the pushed generation, which the resolver that served the push assembles.
+#[tokio::test]
+async fn a_pushed_delta_comes_before_its_write_and_a_failed_write_goes_above_it() {
+    let key = healthroute_table::push::PushKey::new(b"a push key of at least thirty-two bytes")
+        .expect("key");
+    let (addr, mut pushes) = push_receiver().await;
+    let (client, mut handle) = mock();
+    let metrics = Arc::new(healthroute_operator::push::PushMetrics::default());
+    let mut publisher =
+        Publisher::new(Api::<ConfigMap>::namespaced(client, "healthroute"), 2).with_pusher(
+            healthroute_operator::push::Pusher::new(key.clone(), metrics.clone()),
+        );
+    publisher.push_to(Arc::from(vec![Arc::<str>::from(addr.to_string())]));
+    let table = index_with(&[("a", "192.0.2.1"), ("b", "192.0.2.2")])
+        .compiler
+        .table();
+    let server =
+        tokio::spawn(async move {
+            expect(&mut handle, "GET", "/api/v1/namespaces/healthroute/configmaps", |_| {
+            json!({"apiVersion": "v1", "kind": "ConfigMapList", "metadata": {}, "items": []})
+        })
+        .await;
+            let written = answer_all(&mut handle).await;
+            (written, handle)
+        });
+    publisher.publish(&table, || true).await.expect("publishes");
+    let (written, mut handle) = server.await.expect("server");
+    let mut resolver = Assembler::default();
+    let feed = |resolver: &mut Assembler, written: &[Json]| {
+        for body in written {
+            let role = body["metadata"]["labels"]["healthroute.io/table"].as_str();
+            let data = body["data"][DATA_KEY].as_str().expect("data");
+            resolver.set(role, data.as_bytes()).expect("readable");
+        }
+    };
+    feed(&mut resolver, &written);
+    assert_eq!(resolver.assemble().expect("ok").expect("t1").generation, 1);
+    assert!(pushes.try_recv().is_err(), "a full table is not pushed");
+
+    // A change: its delta reaches the resolver while its write waits, and the write fails.
+    let changed = index_with(&[("a", "192.0.2.1"), ("b", "192.0.2.99")])
+        .compiler
+        .table();
+    let server = tokio::spawn(async move {
+        let (req, send) = handle.next_request().await.expect("the delta's write");
+        assert_eq!(req.method(), "PATCH");
+        let body = body_json(req).await;
+        let (auth, pushed) = tokio::time::timeout(Duration::from_secs(5), pushes.recv())
+            .await
+            .expect("pushed while the write waits")
+            .expect("a push");
+        assert!(key.verify(&pushed, &auth), "signed with the push key");
+        assert_eq!(
+            body["data"][DATA_KEY].as_str().map(str::as_bytes),
+            Some(&pushed[..]),
+            "the push carries the ConfigMap's delta"
+        );
+        send.send_response(
+            Response::builder()
+                .status(500)
+                .body(Body::from(
+                    serde_json::to_vec(&json!({"apiVersion": "v1", "kind": "Status", "status": "Failure", "code": 500, "message": "etcd timed out"}))
+                        .expect("json"),
+                ))
+                .expect("response"),
+        );
+        (pushed, handle)
+    });
+    publisher
+        .publish(&changed, || true)
+        .await
+        .expect_err("the write failed");
+    let (pushed, mut handle) = server.await.expect("server");
+    let served = resolver
+        .push_delta(&pushed)
+        .expect("readable")
+        .expect("follows the table served");
+    assert_eq!(served.generation, 2);
+    assert_eq!(served.groups, changed.groups);
+    assert_eq!(metrics_sent(&metrics).await, 1);
+
+    // The next change is a full table above the pushed generation (2), served by it.
+    let again = index_with(&[("a", "192.0.2.7"), ("b", "192.0.2.99")])
+        .compiler
+        .table();
+    let server = tokio::spawn(async move { answer_all(&mut handle).await });
+    let report = publisher.publish(&again, || true).await.expect("publishes");
+    let written = server.await.expect("server");
+    assert!(
+        report.manifest_written && !report.delta_written,
+        "{report:?}"
+    );
+    assert_eq!(report.generation, 3);
+    feed(&mut resolver, &written);
+    let served = resolver.assemble().expect("ok").expect("the full table");
+    assert_eq!(served.generation, 3);
+    assert_eq!(served.groups, again.groups);
+}
+
+/// The pushes the receiver answered, once the pusher's task has counted them.
+async fn metrics_sent(metrics: &healthroute_operator::push::PushMetrics) -> u64 {
+    for _ in 0..500 {
+        if metrics.sent() > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    metrics.sent()
+}

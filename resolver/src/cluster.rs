@@ -3,10 +3,12 @@
 //!
 //! ```text
 //!   ConfigMaps (label healthroute.io/table) ──watch──▶ Assembler ──complete, newer set──▶ watch<table>
-//!     (manifest, shards, deltas: each event decodes only its own object, P11)
+//!     (manifest, shards, deltas: each event decodes only its own object, P11)      ▲
+//!   the leader's pushed deltas (P12) ──push listener, signature verified──────────┘
 //!   HealthChecks ──watch──▶ Checker::sync ──views──▶ SSA HealthCheck/status checkers[<me>]
 //!                                          └─heartbeat──▶ SSA Lease healthroute-checker-<me>
-//!                                               (with the generation this resolver serves)
+//!                                               (with the generation this resolver serves,
+//!                                                and where the leader pushes deltas)
 //! ```
 //!
 //! The resolver only reads the table (get/list/watch ConfigMaps) and only writes its own
@@ -24,7 +26,9 @@ use healthroute_api::{GROUP, HealthCheck, VERSION};
 use healthroute_checker::{Checker, CheckerEvent};
 use healthroute_compiler::ObjectKey;
 use healthroute_table::published::{Assembler, DATA_KEY, TABLE_LABEL};
+use healthroute_table::push::ADDRESS_ANNOTATION;
 use healthroute_table::{RoutingTable, Value};
+use hyper::body::Bytes;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Patch, PatchParams};
@@ -33,11 +37,15 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 use tokio::sync::{mpsc, watch};
 
-/// Follows the published table; sends every complete, consistent table.
+use crate::push::PushMetrics;
+
+/// Follows the published table; sends every complete, consistent table, and each pushed
+/// delta (P12) that follows the table served.
 pub async fn follow_table(
     client: Client,
     namespace: String,
     tables: watch::Sender<Option<Arc<RoutingTable<Value>>>>,
+    pushes: Option<(mpsc::Receiver<Bytes>, Arc<PushMetrics>)>,
 ) {
     let api: Api<ConfigMap> = Api::namespaced(client, &namespace);
     let mut stream = watcher(api, watcher::Config::default().labels(TABLE_LABEL))
@@ -45,7 +53,21 @@ pub async fn follow_table(
         .boxed();
     let mut assembler = Assembler::default();
     let mut errors = ErrorLog::default();
-    while let Some(event) = stream.next().await {
+    let (mut pushed, push_metrics) = match pushes {
+        Some((rx, metrics)) => (Some(rx), metrics),
+        None => (None, Arc::default()),
+    };
+    loop {
+        let event = tokio::select! {
+            event = stream.next() => match event {
+                Some(event) => event,
+                None => return,
+            },
+            Some(body) = async { pushed.as_mut()?.recv().await } => {
+                take_pushed(&mut assembler, &body, &tables, &push_metrics);
+                continue;
+            }
+        };
         let cms = match event {
             Ok(watcher::Event::Apply(cm) | watcher::Event::InitApply(cm)) => vec![cm],
             Ok(_) => Vec::new(),
@@ -81,19 +103,45 @@ pub async fn follow_table(
     }
 }
 
+/// A pushed delta (its signature verified): served when it follows the table served.
+fn take_pushed(
+    assembler: &mut Assembler,
+    body: &[u8],
+    tables: &watch::Sender<Option<Arc<RoutingTable<Value>>>>,
+    metrics: &PushMetrics,
+) {
+    match assembler.push_delta(body) {
+        Ok(Some(table)) => {
+            metrics.count("served");
+            tracing::debug!(generation = table.generation, "serving a pushed delta");
+            tables.send_replace(Some(table));
+        }
+        Ok(None) => {
+            metrics.count("waited");
+            tracing::debug!("a pushed delta does not follow the table served; the watch brings it");
+        }
+        Err(e) => {
+            metrics.count("unreadable");
+            tracing::warn!(error = %e, "a pushed delta signed with the push key is unreadable; ignored");
+        }
+    }
+}
+
 /// The field manager of one checker: it owns only its own entries.
 pub fn field_manager(checker: &str) -> String {
     format!("healthroute-checker-{checker}")
 }
 
 /// Runs the checker against the cluster's HealthChecks and writes what it sees;
-/// `served_generation` tells the heartbeat which table generation this resolver serves.
+/// `served_generation` tells the heartbeat which table generation this resolver serves, and
+/// `push_address` where the leader pushes deltas to it (P12).
 pub async fn run_checker(
     client: Client,
     namespace: String,
     mut checker: Checker,
     mut events: mpsc::Receiver<CheckerEvent>,
     served_generation: impl Fn() -> Option<u64> + Send + 'static,
+    push_address: Option<String>,
 ) {
     let name = checker.name().to_owned();
     let manager = field_manager(&name);
@@ -130,7 +178,7 @@ pub async fn run_checker(
                     }
                 }
                 CheckerEvent::Heartbeat { checker: who, at } => {
-                    if let Err(e) = write_heartbeat(&leases, &manager, &who, at, served_generation()).await {
+                    if let Err(e) = write_heartbeat(&leases, &manager, &who, at, served_generation(), push_address.as_deref()).await {
                         tracing::debug!(error = %e, "heartbeat not written");
                     }
                 }
@@ -177,12 +225,16 @@ pub async fn write_heartbeat(
     checker: &str,
     at: jiff::Timestamp,
     served_generation: Option<u64>,
+    push_address: Option<&str>,
 ) -> Result<(), kube::Error> {
     let lease_name = format!("healthroute-checker-{checker}");
-    let annotations = match served_generation {
-        Some(g) => json!({SERVED_GENERATION_ANNOTATION: g.to_string()}),
-        None => json!({}),
-    };
+    let mut annotations = serde_json::Map::new();
+    if let Some(g) = served_generation {
+        annotations.insert(SERVED_GENERATION_ANNOTATION.into(), g.to_string().into());
+    }
+    if let Some(address) = push_address {
+        annotations.insert(ADDRESS_ANNOTATION.into(), address.into());
+    }
     let patch = json!({
         "apiVersion": "coordination.k8s.io/v1",
         "kind": "Lease",
@@ -256,6 +308,7 @@ mod tests {
             "resolver-a",
             jiff::Timestamp::now(),
             Some(41),
+            Some("10.1.2.3:8055"),
         )
         .await
         .expect("lease");
@@ -286,6 +339,11 @@ mod tests {
         assert_eq!(
             seen[1].1["metadata"]["annotations"][SERVED_GENERATION_ANNOTATION],
             "41"
+        );
+        // SEM-P12: and where the leader pushes deltas to it.
+        assert_eq!(
+            seen[1].1["metadata"]["annotations"][ADDRESS_ANNOTATION],
+            "10.1.2.3:8055"
         );
     }
 }

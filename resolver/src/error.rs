@@ -45,6 +45,9 @@ pub enum Error {
     Peers(#[source] healthroute_checker::Error),
     #[error("exchange.listen is set, but no peer is configured: the listener would accept no key")]
     ExchangeWithoutPeers,
+    /// The push listener's flags (P12).
+    #[error("{0}")]
+    Push(String),
     #[error(transparent)]
     Name(#[from] healthroute_table::Error),
     #[error("cannot listen on {what} {addr}: {source}")]

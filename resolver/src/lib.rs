@@ -17,6 +17,7 @@ pub mod handler;
 pub mod manifest_dir;
 pub mod metrics;
 pub mod plugin;
+pub mod push;
 pub mod server;
 pub mod serving;
 pub mod simulate;

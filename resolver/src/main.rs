@@ -120,6 +120,23 @@ struct ServeArgs {
     /// TCP); also `exchange.listen` in the configuration file. Off unless set.
     #[arg(long = "exchange-listen", value_name = "ADDR:PORT")]
     exchange_listen: Option<SocketAddr>,
+    /// In a cluster: where the operator leader pushes each delta it publishes (P12, HTTP/1.1),
+    /// so that a change need not wait for the table watch. Off unless set; needs
+    /// --push-key-file.
+    #[arg(long = "push-listen", value_name = "ADDR:PORT")]
+    push_listen: Option<SocketAddr>,
+    /// The address the leader reaches the push listener at, told on this resolver's checker
+    /// Lease (the chart passes the pod's IP); default: --push-listen's, unless unspecified.
+    #[arg(
+        long = "push-advertise",
+        env = "PUSH_ADVERTISE",
+        value_name = "HOST:PORT"
+    )]
+    push_advertise: Option<String>,
+    /// A file holding the push key, the secret the operator signs pushed deltas with (32
+    /// bytes or more; whitespace around it ignored).
+    #[arg(long = "push-key-file", value_name = "FILE")]
+    push_key_file: Option<PathBuf>,
     /// Seconds to keep answering after a stop signal, with /readyz unready, so that traffic
     /// moves away first (default: 5 in a cluster, 0 in standalone mode).
     #[arg(long = "shutdown-drain", value_name = "SECONDS")]
@@ -175,8 +192,57 @@ fn main() -> ExitCode {
 
 async fn serve(args: ServeArgs) -> Result<(), Error> {
     match args.manifests.clone() {
+        Some(_) if args.push_listen.is_some() || args.push_key_file.is_some() => Err(Error::Push(
+            "--push-listen and --push-key-file are for a cluster, where an operator pushes; \
+             standalone mode compiles its own table"
+                .into(),
+        )),
         Some(dir) => serve_standalone(args, dir).await,
         None => serve_cluster(args).await,
+    }
+}
+
+/// The push listener's address and key (P12), when both are set; an error when one is.
+fn push_settings(
+    args: &ServeArgs,
+) -> Result<Option<(SocketAddr, healthroute_table::push::PushKey)>, Error> {
+    let (addr, path) = match (args.push_listen, &args.push_key_file) {
+        (None, None) => return Ok(None),
+        (Some(_), Some(_)) if args.no_checker => {
+            return Err(Error::Push(
+                "--push-listen with --no-checker: the checker's Lease is where the leader \
+                 learns the push address"
+                    .into(),
+            ));
+        }
+        (Some(addr), Some(path)) => (addr, path),
+        (Some(_), None) => {
+            return Err(Error::Push(
+                "--push-listen needs --push-key-file: an unsigned push is never taken".into(),
+            ));
+        }
+        (None, Some(_)) => {
+            return Err(Error::Push(
+                "--push-key-file is set without --push-listen: nothing would listen".into(),
+            ));
+        }
+    };
+    let secret = std::fs::read(path)
+        .map_err(|e| Error::Push(format!("--push-key-file {}: {e}", path.display())))?;
+    let key = healthroute_table::push::PushKey::new(&secret)
+        .map_err(|e| Error::Push(format!("--push-key-file {}: {e}", path.display())))?;
+    Ok(Some((addr, key)))
+}
+
+/// Where the leader reaches a push listener bound at `bound`.
+fn push_address(args: &ServeArgs, bound: SocketAddr) -> Result<String, Error> {
+    match &args.push_advertise {
+        Some(advertised) => Ok(advertised.clone()),
+        None if !bound.ip().is_unspecified() => Ok(bound.to_string()),
+        None => Err(Error::Push(format!(
+            "--push-listen {bound} is every address: pass --push-advertise HOST:PORT, the one \
+             the operator reaches this pod at (the chart passes the pod's IP)"
+        ))),
     }
 }
 
@@ -212,6 +278,7 @@ fn serve_config(
         checker: None,
         exchange: None,
         autoshift: None,
+        push: None,
         // Each UDP socket has its own receive loop (the fast path answers inline), so one
         // socket per core uses every core (bench/dnsperf.sh: on 2 cores, 2 sockets gave 187k
         // QPS where 1 gave 155k).
@@ -310,15 +377,35 @@ async fn serve_cluster(args: ServeArgs) -> Result<(), Error> {
     let client = kube::Client::try_default()
         .await
         .map_err(Error::NoClientForResolver)?;
+    let mut tasks = Vec::new();
+    let mut pushes = None;
+    let mut advertised = None;
+    if let Some((addr, key)) = push_settings(&args)? {
+        let metrics = std::sync::Arc::new(healthroute_resolver::push::PushMetrics::default());
+        let (bound, deltas, task) = healthroute_resolver::push::listen(addr, key, metrics.clone())
+            .await
+            .map_err(|source| Error::Listen {
+                what: "push",
+                addr,
+                source,
+            })?;
+        let address = push_address(&args, bound)?;
+        tracing::info!(addr = %bound, advertised = %address, "taking the leader's pushed deltas (P12)");
+        tasks.push(task);
+        config.push = Some(healthroute_resolver::push::PushCollector(metrics.clone()));
+        pushes = Some((deltas, metrics));
+        advertised = Some(address);
+    }
     let (table_tx, table_rx) = watch::channel(None);
-    let mut tasks = vec![tokio::spawn(
+    tasks.push(tokio::spawn(
         healthroute_resolver::cluster::follow_table(
             client.clone(),
             args.table_namespace.clone(),
             table_tx,
+            pushes,
         )
         .instrument(info_span!("table_follower", namespace = %args.table_namespace)),
-    )];
+    ));
     let mut checker = None;
     if !args.no_checker {
         let (events_tx, events_rx) = mpsc::channel(4096);
@@ -347,6 +434,7 @@ async fn serve_cluster(args: ServeArgs) -> Result<(), Error> {
                 c,
                 events_rx,
                 served,
+                advertised,
             )
             .instrument(span),
         ));

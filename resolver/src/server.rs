@@ -52,6 +52,8 @@ pub struct ServeConfig {
     pub exchange: Option<crate::exchange::ExchangeConfig>,
     /// Standalone mode's ZonalAutoshift metrics (AS11).
     pub autoshift: Option<crate::standalone::AutoshiftCollector>,
+    /// The push listener's metrics (P12), when there is one.
+    pub push: Option<crate::push::PushCollector>,
 }
 
 /// A running resolver.
@@ -338,6 +340,9 @@ pub async fn start(
             if let Some(autoshift) = config.autoshift {
                 registry.register_collector(Box::new(autoshift));
             }
+            if let Some(push) = config.push {
+                registry.register_collector(Box::new(push));
+            }
             if exchange_addr.is_some() {
                 registry.register_collector(Box::new(crate::exchange::ExchangeCollector(
                     exchange_metrics,
@@ -492,6 +497,7 @@ mod tests {
             checker: None,
             exchange: None,
             autoshift: None,
+            push: None,
         }
     }
 

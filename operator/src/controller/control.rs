@@ -205,6 +205,7 @@ impl Control {
             term: self.term,
             floor: self.index.highest_served_generation(),
             table: None,
+            push_to: self.index.push_addresses(Timestamp::now()),
         });
     }
 
@@ -278,11 +279,14 @@ impl Control {
             return;
         }
         let floor = self.index.highest_served_generation();
+        let push_to = self.index.push_addresses(now);
         self.requests.send_if_modified(|r| {
-            let changed =
-                r.table.as_ref().is_none_or(|t| !Arc::ptr_eq(t, &table)) || r.floor != floor;
+            let changed = r.table.as_ref().is_none_or(|t| !Arc::ptr_eq(t, &table))
+                || r.floor != floor
+                || r.push_to != push_to;
             r.table = Some(table.clone());
             r.floor = floor;
+            r.push_to = push_to;
             changed
         });
         self.statuses.compiled(

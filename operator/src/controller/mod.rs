@@ -83,6 +83,8 @@ pub struct Config {
     /// Compile only the objects of this namespace (`--watch-namespace`); every namespace's
     /// when `None`.
     pub watch_namespace: Option<String>,
+    /// The key the leader signs pushed deltas with (P12); nothing is pushed without one.
+    pub push_key: Option<healthroute_table::push::PushKey>,
 }
 
 impl Config {
@@ -98,6 +100,7 @@ impl Config {
             status_recheck: STATUS_RECHECK,
             metric_policy: TargetPolicy::cluster_default(),
             watch_namespace: None,
+            push_key: None,
         }
     }
 }
@@ -132,10 +135,13 @@ pub async fn run_with(
 ) {
     let (requests_tx, requests_rx) = watch::channel(PublishRequest::default());
     let (feedback_tx, mut feedback) = mpsc::unbounded_channel();
-    let publisher = Publisher::new(
+    let mut publisher = Publisher::new(
         Api::<ConfigMap>::namespaced(client.clone(), &config.namespace),
         config.shards,
     );
+    if let Some(key) = config.push_key.clone() {
+        publisher = publisher.with_pusher(crate::push::Pusher::new(key, metrics.pushes.clone()));
+    }
     let publisher_task = tokio::spawn(
         crate::publish::run_publisher(
             publisher,

@@ -36,6 +36,8 @@ pub struct OperatorMetrics {
     pub autoshift: Arc<AutoshiftMetrics>,
     /// The leader's Metric-check evaluator (H14).
     pub metric_evaluator: Arc<CheckerMetrics>,
+    /// Deltas pushed to the resolvers (P12).
+    pub pushes: Arc<crate::push::PushMetrics>,
 }
 
 impl OperatorMetrics {
@@ -46,6 +48,7 @@ impl OperatorMetrics {
         registry.register_collector(Box::new(self.status.clone()));
         registry.register_collector(Box::new(self.peers.clone()));
         registry.register_collector(Box::new(self.autoshift.clone()));
+        registry.register_collector(Box::new(self.pushes.clone()));
         registry.register_collector(Box::new(CheckerCollector {
             checker: METRIC_EVALUATOR.into(),
             metrics: self.metric_evaluator.clone(),

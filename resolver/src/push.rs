@@ -1,0 +1,255 @@
+//! The push listener (P12): the operator leader POSTs each delta it publishes here, signed
+//! with the push key, beside writing its ConfigMap; the table follower serves it at once
+//! when it follows the table served (`Assembler::push_delta`), else the watch brings it.
+//!
+//! ```text
+//!   leader ──POST /v1/delta (HMAC-SHA256)──▶ listen ──verified body──▶ follow_table
+//!                                            (401 / 400 / 413 / 503, counted)
+//! ```
+//!
+//! Only a body whose signature verifies reaches the follower, and the follower decodes it
+//! as it decodes a delta from the watch: nothing else here reads it.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use healthroute_admin::metrics::{Collector, DescriptorEncoder, Exposition};
+use healthroute_table::published::MAX_DELTA_BYTES;
+use healthroute_table::push::{PATH, PushKey};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Bytes, Incoming};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+
+/// Pushed deltas waiting for the follower; a leader sends one at a time per change.
+const QUEUE: usize = 64;
+
+/// Pushes by result.
+#[derive(Debug, Default)]
+pub struct PushMetrics {
+    by_result: Mutex<BTreeMap<&'static str, u64>>,
+}
+
+impl PushMetrics {
+    pub fn count(&self, result: &'static str) {
+        *self
+            .by_result
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(result)
+            .or_default() += 1;
+    }
+
+    /// How many pushes ended as `result`.
+    pub fn get(&self, result: &str) -> u64 {
+        self.by_result
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(result)
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+/// The push listener's metrics in the admin registry.
+#[derive(Debug, Clone)]
+pub struct PushCollector(pub Arc<PushMetrics>);
+
+impl Collector for PushCollector {
+    fn encode(&self, encoder: DescriptorEncoder) -> std::fmt::Result {
+        let mut by_result = self
+            .0
+            .by_result
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        // Exported from the start, so that a rate over them exists before the first push.
+        by_result.entry("served").or_default();
+        by_result.entry("waited").or_default();
+        Exposition::new(encoder).counters(
+            "healthroute_resolver_pushed_deltas_total",
+            "Deltas the operator leader pushed (P12), by result: served (it followed the table served), waited (left to the watch), or why refused (bad_signature, too_large, not_found, busy, unreadable).",
+            by_result.into_iter().map(|(result, n)| ([("result", result)], n)),
+        )
+    }
+}
+
+/// Binds `addr` and serves pushes until the task is aborted: each verified body goes to the
+/// returned receiver.
+pub async fn listen(
+    addr: SocketAddr,
+    key: PushKey,
+    metrics: Arc<PushMetrics>,
+) -> std::io::Result<(
+    SocketAddr,
+    mpsc::Receiver<Bytes>,
+    tokio::task::JoinHandle<()>,
+)> {
+    let listener = TcpListener::bind(addr).await?;
+    let local = listener.local_addr()?;
+    let (tx, rx) = mpsc::channel(QUEUE);
+    let task = tokio::spawn(serve(listener, Arc::new(key), tx, metrics));
+    Ok((local, rx, task))
+}
+
+async fn serve(
+    listener: TcpListener,
+    key: Arc<PushKey>,
+    deltas: mpsc::Sender<Bytes>,
+    metrics: Arc<PushMetrics>,
+) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let (key, deltas, metrics) = (key.clone(), deltas.clone(), metrics.clone());
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+                let (key, deltas, metrics) = (key.clone(), deltas.clone(), metrics.clone());
+                async move {
+                    let (status, text) = take(request, &key, &deltas, &metrics).await;
+                    let mut response = Response::new(Full::new(Bytes::from(text)));
+                    *response.status_mut() = status;
+                    Ok::<_, Infallible>(response)
+                }
+            });
+            // Kept alive: the leader sends each change on the connection it opened.
+            let _ = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(Duration::from_secs(5))
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+/// What one request gets: the status, and a line saying why.
+async fn take(
+    request: Request<Incoming>,
+    key: &PushKey,
+    deltas: &mpsc::Sender<Bytes>,
+    metrics: &PushMetrics,
+) -> (StatusCode, &'static str) {
+    if request.uri().path() != PATH {
+        metrics.count("not_found");
+        return (StatusCode::NOT_FOUND, "not found\n");
+    }
+    if request.method() != Method::POST {
+        metrics.count("not_found");
+        return (StatusCode::METHOD_NOT_ALLOWED, "POST a delta\n");
+    }
+    let authorization = request
+        .headers()
+        .get(hyper::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let body = match Limited::new(request.into_body(), MAX_DELTA_BYTES)
+        .collect()
+        .await
+    {
+        Ok(body) => body.to_bytes(),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+            metrics.count("too_large");
+            return (StatusCode::PAYLOAD_TOO_LARGE, "over the largest delta\n");
+        }
+        Err(_) => {
+            metrics.count("unreadable");
+            return (StatusCode::BAD_REQUEST, "the body could not be read\n");
+        }
+    };
+    if !key.verify(&body, &authorization) {
+        metrics.count("bad_signature");
+        return (StatusCode::UNAUTHORIZED, "not signed with the push key\n");
+    }
+    match deltas.try_send(body) {
+        Ok(()) => (StatusCode::ACCEPTED, "taken\n"),
+        Err(_) => {
+            metrics.count("busy");
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "busy: the watch brings it\n",
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    const SECRET: &[u8] = b"a push key of at least thirty-two bytes";
+
+    /// One HTTP/1.1 request over a new connection; the response's status.
+    async fn post(addr: SocketAddr, path: &str, authorization: &str, body: &[u8]) -> u16 {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nhost: resolver\r\nauthorization: {authorization}\r\n\
+             content-length: {}\r\nconnection: close\r\n\r\n",
+            body.len()
+        );
+        stream.write_all(head.as_bytes()).await.expect("head");
+        // A body over the limit is refused before it is read whole: the write may fail.
+        let _ = stream.write_all(body).await;
+        let mut response = Vec::new();
+        let _ = stream.read_to_end(&mut response).await;
+        let text = String::from_utf8_lossy(&response);
+        text.split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0)
+    }
+
+    // SEM-P12: only a body signed with the push key reaches the table follower; a wrong
+    // signature, a body over the largest delta and another path are refused and counted.
+    #[tokio::test]
+    async fn only_a_signed_delta_is_taken() {
+        let key = PushKey::new(SECRET).expect("key");
+        let metrics = Arc::new(PushMetrics::default());
+        let (addr, mut deltas, task) = listen(
+            "127.0.0.1:0".parse().expect("addr"),
+            key.clone(),
+            metrics.clone(),
+        )
+        .await
+        .expect("listens");
+        let body = br#"{"base":1,"baseHash":"0","previous":1,"generation":2}"#;
+
+        assert_eq!(post(addr, PATH, &key.authorization(body), body).await, 202);
+        assert_eq!(deltas.recv().await.as_deref(), Some(&body[..]));
+
+        let other = PushKey::new(b"another key, also thirty-two bytes long").expect("key");
+        assert_eq!(
+            post(addr, PATH, &other.authorization(body), body).await,
+            401
+        );
+        assert_eq!(post(addr, PATH, "", body).await, 401);
+        assert_eq!(metrics.get("bad_signature"), 2);
+
+        let large = vec![b' '; MAX_DELTA_BYTES + 1];
+        assert_eq!(
+            post(addr, PATH, &key.authorization(&large), &large).await,
+            413
+        );
+        assert_eq!(metrics.get("too_large"), 1);
+
+        assert_eq!(
+            post(addr, "/metrics", &key.authorization(body), body).await,
+            404
+        );
+        assert!(
+            deltas.try_recv().is_err(),
+            "nothing else reached the follower"
+        );
+        task.abort();
+    }
+}

@@ -864,7 +864,8 @@ def flips(kube, ns, hr_ns, resolvers, n, k, rng, servers=()):
     operator's delta, as the resolvers see it), then both resolvers answering."""
     pool = [i for i in range(n) if kind_of(i, n) == "simple-svc"]
     both, patch_rtt, timeouts = [], [], 0
-    stages = {"patch → slice event": [], "slice event → table event": [], "table event → both answer": []}
+    stages = {"patch → slice event": [], "slice event → both answer": [], "slice event → table event": [],
+              "table event → both answer": [], "both answer → table event (answered first)": []}
     try:
         slices = kube.watch(f"{SLICE_API}/namespaces/{ns}/endpointslices")
         tables = kube.watch(f"/api/v1/namespaces/{hr_ns}/configmaps?labelSelector=healthroute.io%2Ftable")
@@ -889,10 +890,17 @@ def flips(kube, ns, hr_ns, resolvers, n, k, rng, servers=()):
             both.append(done - t0)
             t1 = slices.first(t0, name) if slices else None
             t2 = tables.first(t1) if t1 else None
-            if t2 is not None and t2 <= done:
+            if t1 is not None:
                 stages["patch → slice event"].append(t1 - t0)
+                stages["slice event → both answer"].append(done - t1)
+            if t2 is not None:
                 stages["slice event → table event"].append(t2 - t1)
-                stages["table event → both answer"].append(done - t2)
+                if t2 <= done:
+                    stages["table event → both answer"].append(done - t2)
+                else:
+                    # With pushed deltas (--push, P12) the resolvers answer before the table
+                    # ConfigMap's event reaches a watcher.
+                    stages["both answer → table event (answered first)"].append(t2 - done)
         else:
             timeouts += 1
         time.sleep(rng.uniform(0.05, 0.25))
@@ -1109,6 +1117,8 @@ def main():
     p.add_argument("--load-only", action="store_true",
                    help="only load (or top up, with --reuse) this label's groups and keep them; a later --reuse run measures")
     p.add_argument("--seed", type=int, default=27)
+    p.add_argument("--push", action="store_true",
+                   help="pushed deltas (P12): a push key for the operators and a push listener on each resolver")
     p.add_argument("--hold", type=float, default=0, metavar="SECONDS",
                    help="after the RSS is measured, keep every process running this long (pids printed) to inspect them")
     args = p.parse_args()
@@ -1197,21 +1207,28 @@ def main():
             args.keep = True
             return
 
+        push_args = []
+        if args.push:
+            key_file = os.path.join(tmp, "push.key")
+            with open(os.open(key_file, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+                f.write(os.urandom(32).hex() + "\n")
+            push_args = ["--push-key-file", key_file]
         resolvers = []
         for name, zone in (("resolver-a", "zone-a"), ("resolver-b", "zone-b")):
             dport, aport = free_port(), free_port()
+            pushing = ["--push-listen", f"127.0.0.1:{free_port()}"] + push_args if push_args else []
             resolvers.append(Proc(name, [res_bin, "--zone", ZONE, "--listen", f"127.0.0.1:{dport}",
                                          "--admin-listen", f"127.0.0.1:{aport}", "--table-namespace", hr_ns,
                                          "--checker-name", name, "--zone-name", zone, "--checker-allow", "127.0.0.0/8",
                                          "--table-file", os.path.join(tmp, f"{name}.table.json"),
-                                         "--shutdown-drain", "0", "--log-format", "json"],
+                                         "--shutdown-drain", "0", "--log-format", "json"] + pushing,
                                   env, tmp, aport, dport))
         operators = []
         for name in ("operator-0", "operator-1"):
             aport = free_port()
             operators.append(Proc(name, [op_bin, "--zone", ZONE, "--namespace", hr_ns, "--watch-namespace", data_ns,
                                          "--identity", name, "--lease-duration", str(args.lease_duration),
-                                         "--admin-listen", f"127.0.0.1:{aport}", "--log-format", "json"],
+                                         "--admin-listen", f"127.0.0.1:{aport}", "--log-format", "json"] + push_args,
                                   env, tmp, aport))
         procs.extend(resolvers + operators)
         for r in resolvers:
@@ -1276,6 +1293,14 @@ def main():
 
         def delta(name):
             return msum(after, name) - msum(before, name)
+        if args.push:
+            def pushes(m):
+                family = "healthroute_resolver_pushed_deltas_total"
+                served = m.get(family + '{result="served"}', 0)
+                waited = m.get(family + '{result="waited"}', 0)
+                return f"{served:.0f} / {waited:.0f} / {msum(m, family) - served - waited:.0f}"
+            rows.append(("pushed deltas at resolver-a / resolver-b: served / left to the watch / refused",
+                         " ; ".join(pushes(r.metrics()) for r in resolvers)))
         if args.flips:
             extra.append(f"leader during the flips, per flip: {delta('healthroute_operator_compiles_total') / args.flips:.2f} compiles, "
                          f"{delta('healthroute_operator_compile_seconds_total') / args.flips * 1000:.1f} ms compiling, "

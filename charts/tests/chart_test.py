@@ -202,6 +202,33 @@ def check_resolver_config(docs, values):
         assert not [p for p in ports if p[0].startswith("exchange")], ports
 
 
+def check_push(docs, secret):
+    """P12: the operator signs pushed deltas with the key in `secret` and every resolver
+    takes them on its pod IP with the same key; nothing of it when `secret` is None."""
+    operator = find(docs, "Deployment", "hr-operator")["spec"]["template"]["spec"]
+    resolver = find(docs, "Deployment", "hr-resolver")["spec"]["template"]["spec"]
+    op_args, res = operator["containers"][0]["args"], resolver["containers"][0]
+    if secret is None:
+        assert find(docs, "Secret", "hr-push-key") is None
+        assert not any(a.startswith("--push") for a in op_args + res["args"]), (op_args, res["args"])
+        return
+    assert "--push-key-file=/etc/healthroute-push/push.key" in op_args, op_args
+    volume = next(v for v in operator["volumes"] if v["name"] == "push-key")
+    assert volume["secret"]["secretName"] == secret and volume["secret"]["defaultMode"] == 0o440, volume
+    assert operator["securityContext"]["fsGroup"] == 65532, operator["securityContext"]
+    assert {"--push-listen=0.0.0.0:8055", "--push-key-file=/etc/healthroute/push.key"} <= set(res["args"]), res["args"]
+    env = {e["name"]: e for e in res["env"]}
+    assert env["PUSH_ADVERTISE"]["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}, env
+    assert {"name": "push", "containerPort": 8055, "protocol": "TCP"} in res["ports"], res["ports"]
+    config = next(v for v in resolver["volumes"] if v["name"] == "config")
+    assert {"secret": {"name": secret, "items": [{"key": "push.key", "path": "push.key"}]}} in \
+        config["projected"]["sources"], config
+    made = find(docs, "Secret", "hr-push-key")
+    if secret == "hr-push-key":
+        import base64
+        assert len(base64.b64decode(made["data"]["push.key"])) >= 32, made
+
+
 def main():
     expected = json.loads(sys.argv[1])
     lint = helm_python.lint(CHART, strict=True)
@@ -221,6 +248,16 @@ def main():
     assert svc["spec"]["trafficDistribution"] == "PreferSameZone", svc["spec"]
     check_resolver_config(defaults, {"zones": ["example.com"]})
     assert find(defaults, "Service", "hr-resolver-public") is None
+    check_push(defaults, "hr-push-key")
+    own, _ = render({"push": {"existingSecret": "my-push-key"}})
+    validate(own)
+    assert find(own, "Secret", "hr-push-key") is None
+    check_push(own, "my-push-key")
+    check_push(render({"push": {"enabled": False}})[0], None)
+    no_checker, _ = render({"resolver": {"checker": {"enabled": False}}})
+    validate(no_checker)
+    args = find(no_checker, "Deployment", "hr-resolver")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert not any(a.startswith("--push") for a in args), "no Lease tells where to push: no listener"
     off, _ = render({"resolver": {"service": {"trafficDistribution": ""}}})
     svc = next(d for _, d in off if d["kind"] == "Service" and d["metadata"]["name"] == "hr-resolver")
     assert "trafficDistribution" not in svc["spec"], svc["spec"]
@@ -284,6 +321,7 @@ def main():
                 {"zones": [{"name": "example.com", "nameservers": [{"name": "ns1.example.com.", "addresses": ["not an ip"]}]}]},
                 {"zones": [{"name": "example.com", "glue": []}]},
                 {"exchange": {"port": 70000}},
+                {"push": {"port": 0}}, {"push": {"existingSecret": "Not_A_Name"}}, {"push": {"key": "inline"}},
                 {"resolver": {"publicService": {"loadBalancerSourceRanges": ["everywhere"]}}}):
         try:
             render(bad)

@@ -126,11 +126,12 @@ struct ServeArgs {
     #[arg(long = "push-listen", value_name = "ADDR:PORT")]
     push_listen: Option<SocketAddr>,
     /// The address the leader reaches the push listener at, told on this resolver's checker
-    /// Lease (the chart passes the pod's IP); default: --push-listen's, unless unspecified.
+    /// Lease: HOST:PORT, or an IP address alone for the listener's port (the chart passes
+    /// the pod's IP); default: --push-listen's, unless unspecified.
     #[arg(
         long = "push-advertise",
         env = "PUSH_ADVERTISE",
-        value_name = "HOST:PORT"
+        value_name = "HOST[:PORT]"
     )]
     push_advertise: Option<String>,
     /// A file holding the push key, the secret the operator signs pushed deltas with (32
@@ -237,7 +238,11 @@ fn push_settings(
 /// Where the leader reaches a push listener bound at `bound`.
 fn push_address(args: &ServeArgs, bound: SocketAddr) -> Result<String, Error> {
     match &args.push_advertise {
-        Some(advertised) => Ok(advertised.clone()),
+        // An IP alone (v6 too): the listener's port, written as a socket address.
+        Some(advertised) => Ok(match advertised.parse::<std::net::IpAddr>() {
+            Ok(ip) => SocketAddr::new(ip, bound.port()).to_string(),
+            Err(_) => advertised.clone(),
+        }),
         None if !bound.ip().is_unspecified() => Ok(bound.to_string()),
         None => Err(Error::Push(format!(
             "--push-listen {bound} is every address: pass --push-advertise HOST:PORT, the one \

@@ -35,6 +35,11 @@ helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
 {{- toJson $secrets -}}
 {{- end -}}
 
+{{- /* The Secret holding the push key (P12), when pushes are on. */ -}}
+{{- define "healthroute.pushSecret" -}}
+{{- if .Values.push.enabled }}{{ .Values.push.existingSecret | default (printf "%s-push-key" (include "healthroute.name" .)) }}{{ end -}}
+{{- end -}}
+
 {{- /* Whether the resolvers answer peers on the exchange listener. */ -}}
 {{- define "healthroute.exchange" -}}
 {{- if and .Values.peers .Values.exchange.enabled }}true{{ end -}}

@@ -379,9 +379,7 @@ async fn serve_cluster(args: ServeArgs) -> Result<(), Error> {
     let (peers, exchange) =
         healthroute_resolver::config::peers_and_exchange(&file.0, &file.1, args.exchange_listen)?;
     config.exchange = exchange;
-    let client = kube::Client::try_default()
-        .await
-        .map_err(Error::NoClientForResolver)?;
+    // The push listener first: a flag error is told before any connection is tried.
     let mut tasks = Vec::new();
     let mut pushes = None;
     let mut advertised = None;
@@ -401,6 +399,9 @@ async fn serve_cluster(args: ServeArgs) -> Result<(), Error> {
         pushes = Some((deltas, metrics));
         advertised = Some(address);
     }
+    let client = kube::Client::try_default()
+        .await
+        .map_err(Error::NoClientForResolver)?;
     let (table_tx, table_rx) = watch::channel(None);
     tasks.push(tokio::spawn(
         healthroute_resolver::cluster::follow_table(

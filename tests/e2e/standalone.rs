@@ -393,3 +393,81 @@ fn answer_counters_follow_failover_and_back() {
     assert_eq!(count("main"), given["192.0.2.1"], "{metrics}");
     assert_eq!(count("dr"), given["198.51.100.1"], "{metrics}");
 }
+
+/// The resolver's stderr and whether it exited at once with an error, for `args`, with no
+/// Kubernetes configuration to be found (a push flag error comes before any connection).
+fn refused(args: &[&str]) -> String {
+    let out = crate::support::resolver()
+        .args(args)
+        .env("KUBECONFIG", "/nonexistent/kubeconfig")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "{stderr}");
+    stderr
+}
+
+// SEM-P12: the push flags are checked at start: a listener without a key, a key without a
+// listener, a short key, a listener on every address with nothing to advertise, and push
+// flags in standalone mode are each refused with a message naming the flag.
+#[test]
+fn push_flags_are_checked_at_start() {
+    let dir = setup("push-flags");
+    let key = dir.join("push.key");
+    std::fs::write(&key, "too short\n").expect("key");
+    let key = key.to_str().expect("utf-8");
+    let zone = ["--zone", "example.com", "--listen", "127.0.0.1:0"];
+    fn with<'a>(zone: &[&'a str], more: &[&'a str]) -> Vec<&'a str> {
+        [zone, more].concat()
+    }
+
+    let e = refused(&with(&zone, &["--push-listen", "127.0.0.1:0"]));
+    assert!(e.contains("--push-listen needs --push-key-file"), "{e}");
+    let e = refused(&with(&zone, &["--push-key-file", key]));
+    assert!(e.contains("without --push-listen"), "{e}");
+    let e = refused(&with(
+        &zone,
+        &["--push-listen", "127.0.0.1:0", "--push-key-file", key],
+    ));
+    assert!(
+        e.contains("--push-key-file") && e.contains("32 or more"),
+        "{e}"
+    );
+
+    let good = dir.join("good.key");
+    std::fs::write(&good, "0123456789abcdef0123456789abcdef\n").expect("key");
+    let good = good.to_str().expect("utf-8");
+    let e = refused(&with(
+        &zone,
+        &["--push-listen", "0.0.0.0:0", "--push-key-file", good],
+    ));
+    assert!(e.contains("--push-advertise"), "{e}");
+    let e = refused(&with(
+        &zone,
+        &[
+            "--push-listen",
+            "127.0.0.1:0",
+            "--push-key-file",
+            good,
+            "--no-checker",
+        ],
+    ));
+    assert!(e.contains("--no-checker"), "{e}");
+    // With good flags the push listener starts, and only then is Kubernetes asked.
+    let e = refused(&with(
+        &zone,
+        &["--push-listen", "127.0.0.1:0", "--push-key-file", good],
+    ));
+    assert!(e.contains("no Kubernetes client"), "{e}");
+
+    let e = refused(&[
+        "--manifests",
+        dir.to_str().expect("utf-8"),
+        "--push-listen",
+        "127.0.0.1:0",
+        "--push-key-file",
+        good,
+    ]);
+    assert!(e.contains("for a cluster"), "{e}");
+}

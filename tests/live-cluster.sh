@@ -11,7 +11,7 @@ if [ -z "${HEALTHROUTE_TEST_KUBECONFIG:-}" ]; then
   exit 0
 fi
 export KUBECONFIG="$HEALTHROUTE_TEST_KUBECONFIG"
-for tool in dig kubectl; do
+for tool in dig kubectl curl; do
   command -v "$tool" >/dev/null || { echo "tests/live-cluster.sh: $tool not found (dig: apt-get install bind9-dnsutils)" >&2; exit 1; }
 done
 NS=healthroute-live-sh
@@ -20,7 +20,7 @@ kubectl apply --server-side -f crds/
 # The namespace first: the chart's dry run below goes into it.
 kubectl create namespace "$NS" --dry-run=client -o yaml | kubectl apply -f -
 pids=()
-trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; kubectl delete namespace "$NS" --wait=false >/dev/null 2>&1 || true' EXIT
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -f "${key:-}"; kubectl delete namespace "$NS" --wait=false >/dev/null 2>&1 || true' EXIT
 # The chart, rendered with defaults, as the API server would accept it (its own RBAC).
 python3 -c "import helm_python" 2>/dev/null || python3 -m pip install -q helm-python-sdk
 python3 - "$NS" <<'PY' > /tmp/healthroute-chart.yaml
@@ -56,10 +56,15 @@ metadata: {name: main}
 spec: {type: TCP, target: {address: 127.0.0.1, port: $health_port}, requestIntervalSeconds: 2, failureThreshold: 1, connectTimeoutSeconds: 1}
 YAML
 
-target/debug/healthroute-operator --zone live.example --namespace "$NS" --watch-namespace "$NS" --identity live-op --admin-listen 127.0.0.1:9391 &
+# Pushed deltas (P12): one key for both; the resolver's Lease tells the leader its listener.
+key=$(mktemp)
+head -c 32 /dev/urandom | base64 > "$key"
+target/debug/healthroute-operator --zone live.example --namespace "$NS" --watch-namespace "$NS" --identity live-op \
+  --admin-listen 127.0.0.1:9391 --push-key-file "$key" &
 pids+=($!)
 target/debug/healthroute-resolver --zone live.example --table-namespace "$NS" --checker-name live-checker \
-  --checker-allow 127.0.0.0/8 --listen 127.0.0.1:5392 --admin-listen 127.0.0.1:9392 &
+  --checker-allow 127.0.0.0/8 --listen 127.0.0.1:5392 --admin-listen 127.0.0.1:9392 \
+  --push-listen 127.0.0.1:9393 --push-key-file "$key" &
 pids+=($!)
 
 answer() { dig +short +time=1 +tries=1 @127.0.0.1 -p 5392 api.live.example A; }
@@ -74,5 +79,21 @@ echo "while the check passes: $(answer)"
 kill "$health"
 wait_answer 198.51.100.1
 echo "after the probe failed: $(answer)"
+# The server back: the primary again.
+python3 -m http.server --bind 127.0.0.1 "$health_port" >/dev/null 2>&1 &
+pids+=($!)
+wait_answer 192.0.2.1
+echo "after the server came back: $(answer)"
+# The changes reached the resolver pushed (served before their ConfigMaps' watch events; a
+# push that loses the race to the watch, as the first one may while a connection opens on a
+# busy machine, is left to it).
+served=$(curl -s http://127.0.0.1:9392/metrics | awk '/^healthroute_resolver_pushed_deltas_total\{result="served"\}/ {print $2}')
+sent=$(curl -s http://127.0.0.1:9391/metrics | awk '/^healthroute_operator_pushed_deltas_total\{result="sent"\}/ {print $2}')
+echo "pushed deltas: the operator sent ${sent:-0}, the resolver served ${served:-0}"
+[ "${served:-0}" -ge 1 ] || {
+  echo "FAIL: no pushed delta was served"
+  curl -s http://127.0.0.1:9391/metrics http://127.0.0.1:9392/metrics | grep pushed_deltas
+  exit 1
+}
 kubectl -n "$NS" get rg,hc
 echo "live cluster check passed"

@@ -26,6 +26,7 @@ use hyper::client::conn::http1::SendRequest;
 use hyper::{Request, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
 /// How long a connection and a request to one resolver may take.
 const DEADLINE: Duration = Duration::from_secs(1);
@@ -98,7 +99,10 @@ impl Pusher {
         for address in to {
             let queue = self.resolvers.entry(address.clone()).or_insert_with(|| {
                 let (tx, rx) = mpsc::channel(QUEUE);
-                tokio::spawn(send_in_order(address.clone(), rx, self.metrics.clone()));
+                tokio::spawn(
+                    send_in_order(address.clone(), rx, self.metrics.clone())
+                        .instrument(tracing::info_span!("push", resolver = %address)),
+                );
                 tx
             });
             match queue.try_send((body.clone(), authorization.clone())) {
@@ -171,7 +175,7 @@ async fn send(
         let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
             .map_err(|e| format!("HTTP handshake: {e}"))?;
-        tokio::spawn(conn);
+        tokio::spawn(conn.in_current_span());
         *connection = Some(sender);
     }
     let Some(sender) = connection.as_mut() else {

@@ -25,6 +25,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
 /// Pushed deltas waiting for the follower; a leader sends one at a time per change.
 const QUEUE: usize = 64;
@@ -93,7 +94,10 @@ pub async fn listen(
     let listener = TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
     let (tx, rx) = mpsc::channel(QUEUE);
-    let task = tokio::spawn(serve(listener, Arc::new(key), tx, metrics));
+    let task = tokio::spawn(
+        serve(listener, Arc::new(key), tx, metrics)
+            .instrument(tracing::info_span!("push_listener", addr = %local)),
+    );
     Ok((local, rx, task))
 }
 
@@ -110,7 +114,7 @@ async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let (key, deltas, metrics) = (key.clone(), deltas.clone(), metrics.clone());
-        tokio::spawn(async move {
+        let connection = async move {
             let service = hyper::service::service_fn(move |request: Request<Incoming>| {
                 let (key, deltas, metrics) = (key.clone(), deltas.clone(), metrics.clone());
                 async move {
@@ -126,7 +130,8 @@ async fn serve(
                 .header_read_timeout(Duration::from_secs(5))
                 .serve_connection(TokioIo::new(stream), service)
                 .await;
-        });
+        };
+        tokio::spawn(connection.in_current_span());
     }
 }
 

@@ -88,6 +88,8 @@ pub struct Index {
     nodes: BTreeMap<String, NodeInput>,
     /// Whether the last Node event changed what detection reads.
     node_changed: bool,
+    /// Whether the last Lease event changed what the compiler reads (a checker's reachability).
+    lease_changed: bool,
     /// Each EndpointSlice as the compiler reads it (not the object: see [`SliceEndpoints`]).
     slices: BTreeMap<ObjectKey, SliceEndpoints>,
     /// The slices of each Service, so that one slice's change reads only its Service's.
@@ -126,6 +128,7 @@ impl Index {
             autoshifts: BTreeMap::new(),
             nodes: BTreeMap::new(),
             node_changed: false,
+            lease_changed: false,
             slices: BTreeMap::new(),
             slices_of: HashMap::new(),
             cluster_ips: BTreeMap::new(),
@@ -169,7 +172,15 @@ impl Index {
                 self.event(Kind::Node, e, Self::upsert_node, Self::delete_node);
                 return self.node_changed || self.synced() != synced;
             }
-            Input::Lease(e) => self.event(Kind::Lease, e, Self::upsert_lease, Self::delete_lease),
+            Input::Lease(e) => {
+                // A checker renews its Lease every second; a renewal that leaves it reachable
+                // as it was changes nothing compiled (and would hold the next change back by
+                // the debounce).
+                let synced = self.synced();
+                self.lease_changed = true;
+                self.event(Kind::Lease, e, Self::upsert_lease, Self::delete_lease);
+                return self.lease_changed || self.synced() != synced;
+            }
         }
         true
     }
@@ -440,6 +451,10 @@ impl Index {
             .as_ref()
             .and_then(|s| s.renew_time.as_ref())
             .map(|t| t.0);
+        self.lease_changed = renewed.is_none_or(|at| {
+            self.compiler
+                .heartbeat_changes_reachability(&checker, at, jiff::Timestamp::now())
+        });
         if let Some(renewed) = renewed {
             self.compiler.set_heartbeat(checker.clone(), renewed);
         }
@@ -511,6 +526,34 @@ mod tests {
             "spec": {"holderIdentity": name, "renewTime": renewed}
         }))
         .expect("valid")
+    }
+
+    // SEM-H7: a checker's Lease renewal that leaves it reachable as the last compile counted
+    // it asks for no compile (it would hold the next change back by the debounce); its first
+    // Lease, and a renewal after it went stale, do.
+    #[test]
+    fn a_lease_renewal_that_changes_no_reachability_asks_for_no_compile() {
+        let mut index = Index::new(ServedZones::new(["example.com"]).expect("zone"), 60);
+        index.apply(Input::Check(Event::Apply(check("TCP"))));
+        let now = jiff::Timestamp::now();
+        let at = |t: jiff::Timestamp| t.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string();
+        let renewal = |t| Input::Lease(Event::Apply(checker_lease("a", &at(t), None)));
+        assert!(index.apply_changed(renewal(now)), "a new checker");
+        index.compiler.compile(now);
+        assert!(!index.apply_changed(renewal(now)), "a renewal");
+        assert!(!index.apply_changed(renewal(now)), "and another");
+        // A compile long after: the checker went stale; its next renewal makes it reachable.
+        index
+            .compiler
+            .compile(now + jiff::SignedDuration::from_secs(600));
+        assert!(index.apply_changed(renewal(now)), "reachable again");
+        assert!(
+            index.apply_changed(Input::Lease(Event::Delete(checker_lease(
+                "a",
+                &at(now),
+                None
+            ))))
+        );
     }
 
     // SEM-P12: deltas are pushed to the address each resolver advertises on its checker

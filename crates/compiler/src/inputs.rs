@@ -173,6 +173,25 @@ impl Compiler {
         self.heartbeats.insert(checker.into(), at);
     }
 
+    /// Whether a heartbeat of `checker` at `at` makes it reachable (H7) at `now` for other
+    /// check intervals than the last compile counted. A renewal that does not changes no
+    /// output, so no compile need follow it at once: the next compile reads it, and the time
+    /// it goes stale ([`Compiler::next_deadline`]) moves with it.
+    pub fn heartbeat_changes_reachability(
+        &self,
+        checker: &str,
+        at: Timestamp,
+        now: Timestamp,
+    ) -> bool {
+        let after: std::collections::BTreeSet<u32> = self
+            .intervals
+            .keys()
+            .copied()
+            .filter(|i| crate::health::is_reachable(Some(at), *i, now))
+            .collect();
+        self.reachable.get(checker) != Some(&after)
+    }
+
     pub fn upsert_shift(&mut self, key: ObjectKey, input: ShiftInput) {
         if self.shifts.get(&key) == Some(&input) {
             return;

@@ -37,7 +37,9 @@ election) and two resolvers as processes, all on this machine. Prints a markdown
    → both resolvers answer.
    With etcd's metrics (--etcd-metrics, default the loopback cluster's), the WAL fsync and
    backend commit times etcd recorded during the flips: each flip waits for two commits in a
-   row (the patch, then the operator's delta), so they set this machine's floor.
+   row (the patch, then the operator's delta), so they set this machine's floor. With --push
+   the operators push each delta to the resolvers (P12) as they write it: a flip then waits
+   for the patch's commit only, and the resolvers answer before the table's event (counted).
 5. RSS (VmRSS) of every process: the two operators, the two resolvers, and the API server and
    etcd when their pid files are readable ($HR_CLUSTER_DIR/run, default ~/hr-cluster/run).
 6. Takeover: SIGKILL the leader, then at once edit a static group (its primary's value); the
@@ -890,6 +892,11 @@ def flips(kube, ns, hr_ns, resolvers, n, k, rng, servers=()):
             both.append(done - t0)
             t1 = slices.first(t0, name) if slices else None
             t2 = tables.first(t1) if t1 else None
+            # Answered before the table's event came (pushed deltas): wait for it, briefly.
+            wait_until = time.monotonic() + 1.0
+            while t1 is not None and t2 is None and time.monotonic() < wait_until:
+                time.sleep(0.002)
+                t2 = tables.first(t1)
             if t1 is not None:
                 stages["patch → slice event"].append(t1 - t0)
                 stages["slice event → both answer"].append(done - t1)

@@ -477,6 +477,23 @@ mod tests {
         }
     }
 
+    /// A resolver started on `config`. The TCP listener takes the port the kernel gave the
+    /// UDP socket, which a connection of another process on this machine may hold as its
+    /// own ephemeral port: then another port is tried.
+    async fn started(
+        config: impl Fn() -> ServeConfig,
+        tables: watch::Receiver<Option<Arc<RoutingTable<Value>>>>,
+    ) -> Running {
+        for _ in 0..9 {
+            match start(config(), tables.clone()).await {
+                Err(Error::Listen { source, .. })
+                    if source.kind() == std::io::ErrorKind::AddrInUse => {}
+                other => return other.expect("starts"),
+            }
+        }
+        start(config(), tables).await.expect("starts")
+    }
+
     /// One UDP socket on a free loopback port, serving example.com.
     fn config(table_file: Option<PathBuf>) -> ServeConfig {
         ServeConfig {
@@ -548,7 +565,7 @@ mod tests {
     async fn a_new_table_takes_in_only_the_groups_it_changed() {
         let first = groups(10);
         let (tx, tables) = watch::channel(Some(Arc::new(first.clone())));
-        let running = start(config(None), tables).await.expect("starts");
+        let running = started(|| config(None), tables).await;
         served(&running, 1).await;
         let new_groups = || {
             running
@@ -581,7 +598,7 @@ mod tests {
         let path = dir.join("table.json");
         crate::table_file::write(&path, &groups(10)).expect("written");
         let (tx, tables) = watch::channel(None);
-        let running = start(config(Some(path)), tables).await.expect("starts");
+        let running = started(|| config(Some(path.clone())), tables).await;
         served(&running, 1).await;
         let source = Arc::new(RoutingTable {
             generation: 2,
@@ -615,7 +632,7 @@ mod tests {
         // This test's thread only: a current-thread runtime runs the spawned tasks here.
         let _guard = tracing::subscriber::set_default(subscriber);
         let (_tx, tables) = watch::channel(Some(Arc::new(RoutingTable::default())));
-        let running = start(config(None), tables).await.expect("starts");
+        let running = started(|| config(None), tables).await;
         served(&running, 0).await;
         running.shutdown().await;
         let text = String::from_utf8_lossy(&lines.0.lock().expect("lines")).into_owned();

@@ -221,13 +221,22 @@ async fn answer_all(handle: &mut Handle) -> Vec<Json> {
     patched
 }
 
-// SEM-P4: a resolver that reports serving a generation above the leader's (a stale disk
-// snapshot) makes the next change a full table numbered above it, not a delta after
-// generations no reader has: a resolver on the old manifest assembles it.
-#[tokio::test]
-async fn a_raised_generation_is_published_as_a_full_table() {
-    let (client, mut handle) = mock();
-    let mut publisher = Publisher::new(Api::<ConfigMap>::namespaced(client, "healthroute"), 2);
+/// A resolver's reading of what was written: each ConfigMap's data into `resolver`.
+fn feed(resolver: &mut Assembler, written: &[Json]) {
+    for body in written {
+        let role = body["metadata"]["labels"]["healthroute.io/table"].as_str();
+        let data = body["data"][DATA_KEY].as_str().expect("data");
+        resolver.set(role, data.as_bytes()).expect("readable");
+    }
+}
+
+/// A term's first table (groups a and b), published on an empty server and assembled by
+/// `resolver` as generation 1; the API server's handle back.
+async fn first_table(
+    publisher: &mut Publisher,
+    mut handle: Handle,
+    resolver: &mut Assembler,
+) -> Handle {
     let table = index_with(&[("a", "192.0.2.1"), ("b", "192.0.2.2")])
         .compiler
         .table();
@@ -241,17 +250,21 @@ async fn a_raised_generation_is_published_as_a_full_table() {
             (written, handle)
         });
     publisher.publish(&table, || true).await.expect("publishes");
-    let (written, mut handle) = server.await.expect("server");
-    let mut resolver = Assembler::default();
-    let feed = |resolver: &mut Assembler, written: &[Json]| {
-        for body in written {
-            let role = body["metadata"]["labels"]["healthroute.io/table"].as_str();
-            let data = body["data"][DATA_KEY].as_str().expect("data");
-            resolver.set(role, data.as_bytes()).expect("readable");
-        }
-    };
-    feed(&mut resolver, &written);
+    let (written, handle) = server.await.expect("server");
+    feed(resolver, &written);
     assert_eq!(resolver.assemble().expect("ok").expect("t1").generation, 1);
+    handle
+}
+
+// SEM-P4: a resolver that reports serving a generation above the leader's (a stale disk
+// snapshot) makes the next change a full table numbered above it, not a delta after
+// generations no reader has: a resolver on the old manifest assembles it.
+#[tokio::test]
+async fn a_raised_generation_is_published_as_a_full_table() {
+    let (client, handle) = mock();
+    let mut publisher = Publisher::new(Api::<ConfigMap>::namespaced(client, "healthroute"), 2);
+    let mut resolver = Assembler::default();
+    let mut handle = first_table(&mut publisher, handle, &mut resolver).await;
 
     publisher.raise_generation(40);
     let changed = index_with(&[("a", "192.0.2.1"), ("b", "192.0.2.99")])
@@ -488,37 +501,15 @@ async fn a_pushed_delta_comes_before_its_write_and_a_failed_write_goes_above_it(
     let key = healthroute_table::push::PushKey::new(b"a push key of at least thirty-two bytes")
         .expect("key");
     let (addr, mut pushes) = push_receiver().await;
-    let (client, mut handle) = mock();
+    let (client, handle) = mock();
     let metrics = Arc::new(healthroute_operator::push::PushMetrics::default());
     let mut publisher =
         Publisher::new(Api::<ConfigMap>::namespaced(client, "healthroute"), 2).with_pusher(
             healthroute_operator::push::Pusher::new(key.clone(), metrics.clone()),
         );
     publisher.push_to(Arc::from(vec![Arc::<str>::from(addr.to_string())]));
-    let table = index_with(&[("a", "192.0.2.1"), ("b", "192.0.2.2")])
-        .compiler
-        .table();
-    let server =
-        tokio::spawn(async move {
-            expect(&mut handle, "GET", "/api/v1/namespaces/healthroute/configmaps", |_| {
-            json!({"apiVersion": "v1", "kind": "ConfigMapList", "metadata": {}, "items": []})
-        })
-        .await;
-            let written = answer_all(&mut handle).await;
-            (written, handle)
-        });
-    publisher.publish(&table, || true).await.expect("publishes");
-    let (written, mut handle) = server.await.expect("server");
     let mut resolver = Assembler::default();
-    let feed = |resolver: &mut Assembler, written: &[Json]| {
-        for body in written {
-            let role = body["metadata"]["labels"]["healthroute.io/table"].as_str();
-            let data = body["data"][DATA_KEY].as_str().expect("data");
-            resolver.set(role, data.as_bytes()).expect("readable");
-        }
-    };
-    feed(&mut resolver, &written);
-    assert_eq!(resolver.assemble().expect("ok").expect("t1").generation, 1);
+    let mut handle = first_table(&mut publisher, handle, &mut resolver).await;
     assert!(pushes.try_recv().is_err(), "a full table is not pushed");
 
     // A change: its delta reaches the resolver while its write waits, and the write fails.

@@ -13,12 +13,11 @@
 //! from), so a peer hears exactly what this cluster answers. Exchange traffic is small (one
 //! query per peer check, checker and interval), so the listener is a plain tokio loop.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use healthroute_admin::metrics::{Collector, DescriptorEncoder, Exposition};
+use healthroute_admin::metrics::{Collector, CountsByResult, DescriptorEncoder, Exposition};
 use healthroute_exchange::{
     KeyRing, MAX_MESSAGE_SIZE, PeerAnswer, PeerValue, encode_answer, verify_query,
 };
@@ -47,17 +46,12 @@ pub struct ExchangeConfig {
 pub struct ExchangeMetrics {
     /// Queries by result; a lock is fine at exchange rates (one query per peer check,
     /// checker and interval).
-    by_result: Mutex<BTreeMap<&'static str, u64>>,
+    by_result: CountsByResult,
 }
 
 impl ExchangeMetrics {
     fn count(&self, result: &'static str) {
-        *self
-            .by_result
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(result)
-            .or_default() += 1;
+        self.by_result.count(result);
     }
 }
 
@@ -67,19 +61,11 @@ pub struct ExchangeCollector(pub Arc<ExchangeMetrics>);
 
 impl Collector for ExchangeCollector {
     fn encode(&self, encoder: DescriptorEncoder) -> std::fmt::Result {
-        let mut by_result = self
-            .0
-            .by_result
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        // Exported from the start, so that a rate over it exists before the first query.
-        by_result.entry("answered").or_default();
-        let samples: Vec<(&'static str, u64)> = by_result.into_iter().collect();
-        Exposition::new(encoder).counters(
+        self.0.by_result.encode(
+            &mut Exposition::new(encoder),
             "healthroute_exchange_queries_total",
             "Exchange queries from peer clusters, by result: answered, or why refused (unsigned, bad_key, bad_signature, bad_time, malformed, not_exchange).",
-            samples.into_iter().map(|(result, n)| ([("result", result)], n)),
+            &["answered"],
         )
     }
 }

@@ -10,13 +10,12 @@
 //! Only a body whose signature verifies reaches the follower, and the follower decodes it
 //! as it decodes a delta from the watch: nothing else here reads it.
 
-use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use healthroute_admin::metrics::{Collector, DescriptorEncoder, Exposition};
+use healthroute_admin::metrics::{Collector, CountsByResult, DescriptorEncoder, Exposition};
 use healthroute_table::published::MAX_DELTA_BYTES;
 use healthroute_table::push::{PATH, PushKey};
 use http_body_util::{BodyExt, Full, Limited};
@@ -31,31 +30,7 @@ use tracing::Instrument;
 const QUEUE: usize = 64;
 
 /// Pushes by result.
-#[derive(Debug, Default)]
-pub struct PushMetrics {
-    by_result: Mutex<BTreeMap<&'static str, u64>>,
-}
-
-impl PushMetrics {
-    pub fn count(&self, result: &'static str) {
-        *self
-            .by_result
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(result)
-            .or_default() += 1;
-    }
-
-    /// How many pushes ended as `result`.
-    pub fn get(&self, result: &str) -> u64 {
-        self.by_result
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(result)
-            .copied()
-            .unwrap_or(0)
-    }
-}
+pub type PushMetrics = CountsByResult;
 
 /// The push listener's metrics in the admin registry.
 #[derive(Debug, Clone)]
@@ -63,19 +38,11 @@ pub struct PushCollector(pub Arc<PushMetrics>);
 
 impl Collector for PushCollector {
     fn encode(&self, encoder: DescriptorEncoder) -> std::fmt::Result {
-        let mut by_result = self
-            .0
-            .by_result
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        // Exported from the start, so that a rate over them exists before the first push.
-        by_result.entry("served").or_default();
-        by_result.entry("waited").or_default();
-        Exposition::new(encoder).counters(
+        self.0.encode(
+            &mut Exposition::new(encoder),
             "healthroute_resolver_pushed_deltas_total",
             "Deltas the operator leader pushed (P12), by result: served (it followed the table served), waited (left to the watch), or why refused (bad_signature, too_large, not_found, busy, unreadable).",
-            by_result.into_iter().map(|(result, n)| ([("result", result)], n)),
+            &["served", "waited"],
         )
     }
 }

@@ -44,6 +44,48 @@ fn family(name: &str, kind: MetricType) -> &str {
     }
 }
 
+/// Counts by a `result` label, for listeners whose rates a lock suits (the peer exchange,
+/// pushed deltas): exported as one counter family, the results named in `always` from zero.
+#[derive(Debug, Default)]
+pub struct CountsByResult(std::sync::Mutex<std::collections::BTreeMap<&'static str, u64>>);
+
+impl CountsByResult {
+    pub fn count(&self, result: &'static str) {
+        *self.lock().entry(result).or_default() += 1;
+    }
+
+    /// How many ended as `result`.
+    pub fn get(&self, result: &str) -> u64 {
+        self.lock().get(result).copied().unwrap_or(0)
+    }
+
+    /// Writes the family `name`, with the results in `always` even before the first count
+    /// (so that a rate over them exists from the start).
+    pub fn encode(
+        &self,
+        out: &mut Exposition<'_>,
+        name: &str,
+        help: &str,
+        always: &[&'static str],
+    ) -> fmt::Result {
+        let mut by_result = self.lock().clone();
+        for result in always {
+            by_result.entry(result).or_default();
+        }
+        out.counters(
+            name,
+            help,
+            by_result
+                .into_iter()
+                .map(|(result, n)| ([("result", result)], n)),
+        )
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::BTreeMap<&'static str, u64>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
 /// Writes families into the exposition from inside [`Collector::encode`].
 pub struct Exposition<'a> {
     encoder: DescriptorEncoder<'a>,

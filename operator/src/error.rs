@@ -9,6 +9,9 @@ pub enum Error {
     EncodeTable(#[from] healthroute_table::Error),
     #[error("encoding the table: {0}")]
     EncodeManifest(#[source] serde_json::Error),
+    /// The fold's encode, on a blocking thread, did not finish (it panicked or was cancelled).
+    #[error("encoding the table for a fold: {0}")]
+    FoldEncode(String),
     #[error("writing ConfigMap {name}: {source}")]
     WriteTable {
         name: String,

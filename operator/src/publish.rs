@@ -125,6 +125,14 @@ pub struct FoldStep {
 struct Fold {
     target: Arc<RoutingTable<Value>>,
     encoded: Option<Encoded>,
+    /// The encode of `target` under way, off the publisher's task (with its own copy of the
+    /// encoder, which replaces the publisher's when it is done).
+    encoding: Option<
+        tokio::task::JoinHandle<(
+            published::Encoder,
+            Result<Encoded, healthroute_table::Error>,
+        )>,
+    >,
     /// The next shard to look at.
     next: usize,
 }
@@ -397,6 +405,7 @@ impl Publisher {
                     self.fold = Some(Fold {
                         target: table.clone(),
                         encoded: None,
+                        encoding: None,
                         next: 0,
                     });
                 }
@@ -632,7 +641,31 @@ impl Publisher {
             return Ok(step);
         };
         let Some(encoded) = fold.encoded.as_ref() else {
-            fold.encoded = Some(self.encoder.encode(&fold.target)?);
+            // On a blocking thread: encoding 100,000 groups takes most of a second, and a
+            // change that arrives meanwhile is published at once while the encode goes on.
+            let encoding = fold.encoding.get_or_insert_with(|| {
+                let (mut encoder, target) = (self.encoder.clone(), fold.target.clone());
+                tokio::task::spawn_blocking(move || {
+                    let encoded = encoder.encode(&target);
+                    (encoder, encoded)
+                })
+            });
+            let joined = if yielding {
+                tokio::select! {
+                    biased;
+                    joined = &mut *encoding => joined,
+                    () = newer.as_mut() => {
+                        step.given_up = true;
+                        return Ok(step);
+                    }
+                }
+            } else {
+                (&mut *encoding).await
+            };
+            fold.encoding = None;
+            let (encoder, encoded) = joined.map_err(|e| Error::FoldEncode(e.to_string()))?;
+            fold.encoded = Some(encoded?);
+            self.encoder = encoder;
             return Ok(step);
         };
         while let Some((index, hash, json)) = encoded.shards.get(fold.next) {
@@ -691,6 +724,7 @@ impl Publisher {
                 self.fold = Some(Fold {
                     target,
                     encoded: None,
+                    encoding: None,
                     next: 0,
                 });
                 return Err(e);

@@ -150,7 +150,9 @@ type CachedShard = (
 /// The shard count follows the table: it starts at the minimum and doubles (at least) when
 /// a shard outgrows twice [`TARGET_SHARD_BYTES`], and shrinks back when the shards hold on
 /// average under a quarter of it, never below the minimum. Readers assemble any count.
-#[derive(Debug, Default)]
+/// A clone shares every cached shard's groups and JSON (`Arc`s): a fold encodes with one,
+/// off the publisher's task.
+#[derive(Clone, Debug, Default)]
 pub struct Encoder {
     min_shards: u32,
     shards: u32,

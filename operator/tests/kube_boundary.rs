@@ -582,3 +582,83 @@ async fn metrics_sent(metrics: &healthroute_operator::push::PushMetrics) -> u64 
     }
     metrics.sent()
 }
+
+/// An API server stand-in that takes everything: an empty list for a GET, the object back
+/// for a PATCH, success for the rest. Runs until the client is dropped.
+fn take_everything(mut handle: Handle) {
+    tokio::spawn(async move {
+        while let Some((req, send)) = handle.next_request().await {
+            let method = req.method().as_str().to_owned();
+            let body = body_json(req).await;
+            let reply = match method.as_str() {
+                "GET" => {
+                    json!({"apiVersion": "v1", "kind": "ConfigMapList", "metadata": {}, "items": []})
+                }
+                "PATCH" => body,
+                _ => json!({"apiVersion": "v1", "kind": "Status", "status": "Success"}),
+            };
+            respond(send, &reply);
+        }
+    });
+}
+
+// SEM-P11: a fold's encode of the whole table runs beside the publisher: a change that
+// arrives while it runs is published at once (the step gives up without waiting), and the
+// fold goes on afterwards to its manifest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_does_not_wait_for_a_folds_encode() {
+    let (client, handle) = mock();
+    take_everything(handle);
+    let mut publisher = Publisher::new(Api::<ConfigMap>::namespaced(client, "healthroute"), 2);
+    let names: Vec<String> = (0..1000).map(|i| format!("g{i}")).collect();
+    let table = |changed: usize| {
+        let groups: Vec<(&str, &str)> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                (
+                    n.as_str(),
+                    if i < changed {
+                        "198.51.100.1"
+                    } else {
+                        "192.0.2.1"
+                    },
+                )
+            })
+            .collect();
+        index_with(&groups).compiler.table()
+    };
+    publisher
+        .publish(&table(0), || true)
+        .await
+        .expect("the full table");
+    let deltas = healthroute_operator::publish::FOLD_AFTER_DELTAS;
+    for c in 1..=deltas {
+        let report = publisher
+            .publish(&table(c), || true)
+            .await
+            .expect("a delta");
+        assert!(report.delta_written, "change {c}: {report:?}");
+    }
+    assert!(publisher.folding(), "due after {deltas} deltas");
+    // A newer table is already waiting: the step starts the encode and gives up at once.
+    let step = publisher
+        .fold_step_until(|| true, std::future::ready(()))
+        .await
+        .expect("a step");
+    assert!(step.given_up && step.shards_written == 0, "{step:?}");
+    let report = publisher
+        .publish(&table(deltas + 1), || true)
+        .await
+        .expect("the change");
+    assert!(
+        report.delta_written,
+        "published at once, as a delta: {report:?}"
+    );
+    let mut steps = 0;
+    while !publisher.fold_step(|| true).await.expect("a step").done {
+        steps += 1;
+        assert!(steps < 100, "the fold ends");
+    }
+    assert!(!publisher.folding());
+}

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs the real operator and a resolver against a live cluster, applies the CRDs and an
-# example, and checks the answers with dig. Skipped (exit 0, with the reason) when
+# Runs the real operator and a resolver against a live cluster, as the chart's ServiceAccounts
+# with the chart's RBAC, with pushed deltas (P12), applies the CRDs and an example, and checks
+# the answers with dig. Skipped (exit 0, with the reason) when
 # HEALTHROUTE_TEST_KUBECONFIG is unset.
 #
 #   HEALTHROUTE_TEST_KUBECONFIG=~/.kube/config tests/live-cluster.sh
@@ -20,17 +21,48 @@ kubectl apply --server-side -f crds/
 # The namespace first: the chart's dry run below goes into it.
 kubectl create namespace "$NS" --dry-run=client -o yaml | kubectl apply -f -
 pids=()
-trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -f "${key:-}"; kubectl delete namespace "$NS" --wait=false >/dev/null 2>&1 || true' EXIT
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  # Gone before their RBAC is (the resolver drains for 5 s, its checker still writing).
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -f "${key:-}" "${tmp_kube:-}"/*.kubeconfig
+  kubectl delete clusterrole,clusterrolebinding -l app.kubernetes.io/instance=hrlive --wait=false >/dev/null 2>&1 || true
+  kubectl delete namespace "$NS" --wait=false >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
 # The chart, rendered with defaults, as the API server would accept it (its own RBAC).
 python3 -c "import helm_python" 2>/dev/null || python3 -m pip install -q helm-python-sdk
 python3 - "$NS" <<'PY' > /tmp/healthroute-chart.yaml
 import sys
 import helm_python
 chart = helm_python.Chart.load("charts/healthroute")
-out = chart.render(chart.merge_values(None), name="hr", namespace=sys.argv[1], is_install=True)
+out = chart.render(chart.merge_values(None), name="hrlive", namespace=sys.argv[1], is_install=True)
 print("\n---\n".join(v for k, v in sorted(out.items()) if not k.endswith("NOTES.txt")))
 PY
 kubectl apply --dry-run=server -n "$NS" -f /tmp/healthroute-chart.yaml
+# The binaries run as the chart's ServiceAccounts, with exactly its RBAC: its accounts,
+# roles and bindings are applied for real (nothing else of it: no kubelet runs here), and each
+# process gets a kubeconfig holding its account's token.
+python3 - /tmp/healthroute-chart.yaml > /tmp/healthroute-rbac.yaml <<'PY'
+import sys, yaml
+keep = {"ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] in keep]
+print(yaml.safe_dump_all(docs))
+PY
+kubectl apply -n "$NS" -f /tmp/healthroute-rbac.yaml >/dev/null
+tmp_kube=$(mktemp -d)
+server=$(kubectl config view --raw --minify -o jsonpath='{.clusters[0].cluster.server}')
+kubectl config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificate-authority-data}' | base64 -d > "$tmp_kube/ca.crt"
+as_account() {
+  local file="$tmp_kube/$1.kubeconfig"
+  KUBECONFIG="$file" kubectl config set-cluster live --server="$server" --certificate-authority="$tmp_kube/ca.crt" --embed-certs >/dev/null
+  KUBECONFIG="$file" kubectl config set-credentials "$1" --token="$(kubectl -n "$NS" create token "$1" --duration=1h)" >/dev/null
+  KUBECONFIG="$file" kubectl config set-context live --cluster=live --user="$1" --namespace="$NS" >/dev/null
+  KUBECONFIG="$file" kubectl config use-context live >/dev/null
+  echo "$file"
+}
+operator_kube=$(as_account hrlive-operator)
+resolver_kube=$(as_account hrlive-resolver)
 
 # The health check probes a TCP server this script runs on loopback (tests send traffic to
 # loopback only); the resolver runs outside the cluster here, so loopback is allowed on purpose.
@@ -59,10 +91,10 @@ YAML
 # Pushed deltas (P12): one key for both; the resolver's Lease tells the leader its listener.
 key=$(mktemp)
 head -c 32 /dev/urandom | base64 > "$key"
-target/debug/healthroute-operator --zone live.example --namespace "$NS" --watch-namespace "$NS" --identity live-op \
+KUBECONFIG="$operator_kube" target/debug/healthroute-operator --zone live.example --namespace "$NS" --watch-namespace "$NS" --identity live-op \
   --admin-listen 127.0.0.1:9391 --push-key-file "$key" &
 pids+=($!)
-target/debug/healthroute-resolver --zone live.example --table-namespace "$NS" --checker-name live-checker \
+KUBECONFIG="$resolver_kube" target/debug/healthroute-resolver --zone live.example --table-namespace "$NS" --checker-name live-checker \
   --checker-allow 127.0.0.0/8 --listen 127.0.0.1:5392 --admin-listen 127.0.0.1:9392 \
   --push-listen 127.0.0.1:9393 --push-key-file "$key" &
 pids+=($!)

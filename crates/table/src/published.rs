@@ -303,8 +303,6 @@ pub struct Assembler {
     /// The watch's equal delta commits one (its table becomes `current`: nothing is built
     /// again); anything else the watch brings drops them.
     pushed: Vec<(Delta, Arc<RoutingTable<Value>>)>,
-    /// The table last returned: `current`, or the last pushed one's.
-    sent: Option<Arc<RoutingTable<Value>>>,
 }
 
 impl Assembler {
@@ -367,7 +365,7 @@ impl Assembler {
     /// else the watch brings replaces it.
     pub fn push_delta(&mut self, json: &[u8]) -> Result<Option<Arc<RoutingTable<Value>>>, Error> {
         let delta = decode_delta(json)?;
-        let Some(mut table) = self.sent.clone() else {
+        let Some(mut table) = self.served().cloned() else {
             return Ok(None);
         };
         if self.base.as_ref() != Some(&delta.base_hash)
@@ -378,13 +376,13 @@ impl Assembler {
         }
         apply(&mut table, &delta);
         self.pushed.push((delta, table.clone()));
-        self.sent = Some(table.clone());
         Ok(Some(table))
     }
 
-    /// The table last returned, or the committed one.
+    /// The table served (the last one returned): the last pushed delta's, else the committed
+    /// one.
     fn served(&self) -> Option<&Arc<RoutingTable<Value>>> {
-        self.sent.as_ref().or(self.current.as_ref())
+        self.pushed.last().map(|(_, t)| t).or(self.current.as_ref())
     }
 
     /// One object as its [`TABLE_LABEL`] value says: [`MANIFEST`], [`DELTA`], else a shard.
@@ -415,6 +413,8 @@ impl Assembler {
             return Ok(None);
         };
         let serving = self.current.as_ref().map(|t| t.generation);
+        // Returned again only when it changed.
+        let before = self.served().cloned();
         let mut table = if self.base.as_ref() == Some(hash) {
             match &self.current {
                 Some(t) => t.clone(),
@@ -441,8 +441,7 @@ impl Assembler {
             // Each group the table served before with the same content keeps its `Arc`, in the
             // new table and in the shard it came from: a shard holding copies of groups the
             // table holds too would keep a second table alive after every fold.
-            let served = self.served().cloned();
-            let old = served.as_ref().map(|t| &t.groups);
+            let old = before.as_ref().map(|t| &t.groups);
             let mut groups = Groups::new();
             for index in 0..manifest.shards {
                 let Some((_, shard)) = self.shards.get_mut(&index) else {
@@ -492,13 +491,16 @@ impl Assembler {
         {
             self.pushed.clear();
         }
-        self.current = Some(table.clone());
-        let served = self.pushed.last().map_or(table, |(_, t)| t.clone());
-        if self.sent.as_ref().is_some_and(|s| Arc::ptr_eq(s, &served)) {
+        self.current = Some(table);
+        let served = self.served().cloned();
+        if served
+            .as_ref()
+            .zip(before.as_ref())
+            .is_some_and(|(s, b)| Arc::ptr_eq(s, b))
+        {
             return Ok(None);
         }
-        self.sent = Some(served.clone());
-        Ok(Some(served))
+        Ok(served)
     }
 }
 

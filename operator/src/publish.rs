@@ -137,6 +137,18 @@ struct Fold {
     next: usize,
 }
 
+impl Fold {
+    /// A fold of `target`, from its encode on.
+    fn of(target: Arc<RoutingTable<Value>>) -> Self {
+        Fold {
+            target,
+            encoded: None,
+            encoding: None,
+            next: 0,
+        }
+    }
+}
+
 pub struct Publisher {
     api: Api<ConfigMap>,
     encoder: published::Encoder,
@@ -161,9 +173,8 @@ pub struct Publisher {
     /// in a new manifest, with what changed since as its catch-up delta.
     manifest_groups: Option<healthroute_table::Groups>,
     fold: Option<Fold>,
-    /// Sends each delta to the resolvers as it is written (P12), to `push_to`.
+    /// Sends each delta to the resolvers as it is written (P12).
     pusher: Option<Pusher>,
-    push_to: Arc<[Arc<str>]>,
 }
 
 impl Publisher {
@@ -183,7 +194,6 @@ impl Publisher {
             manifest_groups: None,
             fold: None,
             pusher: None,
-            push_to: Arc::new([]),
         }
     }
 
@@ -195,7 +205,9 @@ impl Publisher {
 
     /// Where deltas are pushed from now on: the resolvers' advertised addresses.
     pub fn push_to(&mut self, addresses: Arc<[Arc<str>]>) {
-        self.push_to = addresses;
+        if let Some(pusher) = self.pusher.as_mut() {
+            pusher.retarget(addresses);
+        }
     }
 
     /// The published manifest's shard count (0 before the first).
@@ -376,10 +388,7 @@ impl Publisher {
                 let hash = published::content_hash(body.as_bytes());
                 let bytes = body.len();
                 // P12: the resolvers have it while its ConfigMap is being written.
-                let pushed = self
-                    .pusher
-                    .as_mut()
-                    .is_some_and(|p| p.push(&body, &self.push_to) > 0);
+                let pushed = self.pusher.as_mut().is_some_and(|p| p.push(&body) > 0);
                 let written = self
                     .apply(
                         &delta_name(delta.generation),
@@ -402,12 +411,7 @@ impl Publisher {
                 self.stale_deltas = true;
                 self.deltas = (self.deltas.0 + 1, self.deltas.1 + bytes);
                 if self.fold.is_none() && fold_due(self.deltas, self.shards(), 1) {
-                    self.fold = Some(Fold {
-                        target: table.clone(),
-                        encoded: None,
-                        encoding: None,
-                        next: 0,
-                    });
+                    self.fold = Some(Fold::of(table.clone()));
                 }
                 report.generation = self.generation;
                 report.delta_written = true;
@@ -721,12 +725,7 @@ impl Publisher {
             Ok((_, bytes)) => step.bytes_written = bytes,
             Err(e) => {
                 // Tried again from the start (what is written already is not written twice).
-                self.fold = Some(Fold {
-                    target,
-                    encoded: None,
-                    encoding: None,
-                    next: 0,
-                });
+                self.fold = Some(Fold::of(target));
                 return Err(e);
             }
         }

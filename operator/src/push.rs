@@ -72,7 +72,9 @@ type Push = (Bytes, Arc<str>);
 #[derive(Debug)]
 pub struct Pusher {
     key: PushKey,
-    /// Each resolver's queue, by its advertised address; its task ends with the sender.
+    /// The resolvers' advertised addresses, in order.
+    targets: Arc<[Arc<str>]>,
+    /// Each target's queue, once pushed to; its task ends with the sender.
     resolvers: HashMap<Arc<str>, mpsc::Sender<Push>>,
     metrics: Arc<PushMetrics>,
 }
@@ -81,22 +83,32 @@ impl Pusher {
     pub fn new(key: PushKey, metrics: Arc<PushMetrics>) -> Self {
         Pusher {
             key,
+            targets: Arc::new([]),
             resolvers: HashMap::new(),
             metrics,
         }
     }
 
-    /// Queues `body` (a delta's JSON, as its ConfigMap holds it) for every address in `to`,
-    /// and forgets the resolvers no longer in it. Returns how many it was queued for.
-    pub fn push(&mut self, body: &str, to: &[Arc<str>]) -> usize {
-        self.resolvers.retain(|address, _| to.contains(address));
-        if to.is_empty() {
+    /// Pushes go to `targets` from now on; the resolvers no longer in it are forgotten (their
+    /// tasks end once their queues are sent).
+    pub fn retarget(&mut self, targets: Arc<[Arc<str>]>) {
+        if targets != self.targets {
+            self.resolvers
+                .retain(|address, _| targets.contains(address));
+            self.targets = targets;
+        }
+    }
+
+    /// Queues `body` (a delta's JSON, as its ConfigMap holds it) for every target. Returns how
+    /// many it was queued for.
+    pub fn push(&mut self, body: &str) -> usize {
+        if self.targets.is_empty() {
             return 0;
         }
         let body = Bytes::copy_from_slice(body.as_bytes());
         let authorization: Arc<str> = self.key.authorization(&body).into();
         let mut queued = 0;
-        for address in to {
+        for address in self.targets.iter() {
             let queue = self.resolvers.entry(address.clone()).or_insert_with(|| {
                 let (tx, rx) = mpsc::channel(QUEUE);
                 tokio::spawn(

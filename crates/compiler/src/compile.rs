@@ -147,17 +147,26 @@ impl Compiler {
         report
     }
 
+    /// The check intervals in use for which a checker whose last heartbeat is `heartbeat`
+    /// counts as reachable at `now` (H7).
+    pub(crate) fn reachable_intervals(
+        &self,
+        heartbeat: Timestamp,
+        now: Timestamp,
+    ) -> BTreeSet<u32> {
+        self.intervals
+            .keys()
+            .copied()
+            .filter(|i| health::is_reachable(Some(heartbeat), *i, now))
+            .collect()
+    }
+
     /// Compares every checker's reachability for every interval in use with the last compile's
     /// and marks the probe checks that read a checker whose reachability changed.
     fn dirty_reachability_changes(&mut self, now: Timestamp) {
         let mut flipped: HashMap<&str, Vec<u32>> = HashMap::new();
         for (checker, hb) in &self.heartbeats {
-            let now_reachable: BTreeSet<u32> = self
-                .intervals
-                .keys()
-                .copied()
-                .filter(|i| health::is_reachable(Some(*hb), *i, now))
-                .collect();
+            let now_reachable = self.reachable_intervals(*hb, now);
             let before = self.reachable.get(checker);
             if before != Some(&now_reachable) {
                 let empty = BTreeSet::new();

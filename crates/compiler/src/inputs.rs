@@ -183,13 +183,7 @@ impl Compiler {
         at: Timestamp,
         now: Timestamp,
     ) -> bool {
-        let after: std::collections::BTreeSet<u32> = self
-            .intervals
-            .keys()
-            .copied()
-            .filter(|i| crate::health::is_reachable(Some(at), *i, now))
-            .collect();
-        self.reachable.get(checker) != Some(&after)
+        self.reachable.get(checker) != Some(&self.reachable_intervals(at, now))
     }
 
     pub fn upsert_shift(&mut self, key: ObjectKey, input: ShiftInput) {

@@ -86,10 +86,10 @@ pub struct Index {
     pub autoshifts: BTreeMap<ObjectKey, ZonalAutoshift>,
     /// Nodes by name, as detection reads them (the compiler holds the same).
     nodes: BTreeMap<String, NodeInput>,
-    /// Whether the last Node event changed what detection reads.
-    node_changed: bool,
-    /// Whether the last Lease event changed what the compiler reads (a checker's reachability).
-    lease_changed: bool,
+    /// Whether the last RecordGroup, Node or Lease event changed what the compiler reads.
+    /// They are mostly written for what it does not: a group's status (our own writes,
+    /// coming back), a Node's heartbeat, a checker's Lease renewal.
+    read_changed: bool,
     /// Each EndpointSlice as the compiler reads it (not the object: see [`SliceEndpoints`]).
     slices: BTreeMap<ObjectKey, SliceEndpoints>,
     /// The slices of each Service, so that one slice's change reads only its Service's.
@@ -127,8 +127,7 @@ impl Index {
             engine_shifts: BTreeMap::new(),
             autoshifts: BTreeMap::new(),
             nodes: BTreeMap::new(),
-            node_changed: false,
-            lease_changed: false,
+            read_changed: false,
             slices: BTreeMap::new(),
             slices_of: HashMap::new(),
             cluster_ips: BTreeMap::new(),
@@ -149,10 +148,14 @@ impl Index {
     }
 
     /// Takes in one watch event; false when it changed nothing the compiler reads (a Node
-    /// whose zone and readiness stay as they were), so that no compile needs to follow.
+    /// whose zone and readiness stay as they were, a Lease renewal that keeps its checker
+    /// reachable, a RecordGroup whose status alone changed), so that no compile needs to
+    /// follow.
     pub fn apply_changed(&mut self, input: Input) -> bool {
         match input {
-            Input::Group(e) => self.event(Kind::Group, e, Self::upsert_group, Self::delete_group),
+            Input::Group(e) => {
+                return self.event_read(Kind::Group, e, Self::upsert_group, Self::delete_group);
+            }
             Input::Check(e) => self.event(Kind::Check, e, Self::upsert_check, Self::delete_check),
             Input::Shift(e) => self.event(Kind::Shift, e, Self::upsert_shift, Self::delete_shift),
             Input::Autoshift(e) => self.event(
@@ -165,24 +168,33 @@ impl Index {
             Input::Service(e) => {
                 self.event(Kind::Service, e, Self::upsert_service, Self::delete_service)
             }
+            // Nodes change often (their heartbeats), and mostly in what is not read.
             Input::Node(e) => {
-                // Nodes change often (their heartbeats), and mostly in what is not read.
-                let synced = self.synced();
-                self.node_changed = false;
-                self.event(Kind::Node, e, Self::upsert_node, Self::delete_node);
-                return self.node_changed || self.synced() != synced;
+                return self.event_read(Kind::Node, e, Self::upsert_node, Self::delete_node);
             }
+            // A checker renews its Lease every second; a renewal that leaves it reachable as it
+            // was changes nothing compiled (and would hold the next change back by the
+            // debounce).
             Input::Lease(e) => {
-                // A checker renews its Lease every second; a renewal that leaves it reachable
-                // as it was changes nothing compiled (and would hold the next change back by
-                // the debounce).
-                let synced = self.synced();
-                self.lease_changed = true;
-                self.event(Kind::Lease, e, Self::upsert_lease, Self::delete_lease);
-                return self.lease_changed || self.synced() != synced;
+                return self.event_read(Kind::Lease, e, Self::upsert_lease, Self::delete_lease);
             }
         }
         true
+    }
+
+    /// An event of a kind whose upserts and deletes tell whether they changed what the
+    /// compiler reads (`read_changed`): whether a compile needs to follow.
+    fn event_read<K: ResourceExt>(
+        &mut self,
+        kind: Kind,
+        e: watcher::Event<K>,
+        upsert: fn(&mut Self, K),
+        delete: fn(&mut Self, &ObjectKey),
+    ) -> bool {
+        let synced = self.synced();
+        self.read_changed = false;
+        self.event(kind, e, upsert, delete);
+        self.read_changed || self.synced() != synced
     }
 
     fn event<K: ResourceExt>(
@@ -230,12 +242,13 @@ impl Index {
 
     fn upsert_group(&mut self, g: RecordGroup) {
         let key = key_of(&g);
-        self.compiler.upsert_group(key.clone(), group_input(&g));
+        // The echo of our own status write compiles to the same input: nothing to compile.
+        self.read_changed |= self.compiler.upsert_group(key.clone(), group_input(&g));
         self.groups.insert(key, WatchedGroup::of(g));
     }
     fn delete_group(&mut self, key: &ObjectKey) {
         self.compiler.delete_group(key);
-        self.groups.remove(key);
+        self.read_changed |= self.groups.remove(key).is_some();
     }
 
     fn upsert_check(&mut self, mut c: HealthCheck) {
@@ -334,13 +347,13 @@ impl Index {
         if self.nodes.get(&name) != Some(&input) {
             self.compiler.upsert_node(name.clone(), input.clone());
             self.nodes.insert(name, input);
-            self.node_changed = true;
+            self.read_changed = true;
         }
     }
     fn delete_node(&mut self, key: &ObjectKey) {
         if self.nodes.remove(&*key.name).is_some() {
             self.compiler.delete_node(&key.name);
-            self.node_changed = true;
+            self.read_changed = true;
         }
     }
 
@@ -451,7 +464,7 @@ impl Index {
             .as_ref()
             .and_then(|s| s.renew_time.as_ref())
             .map(|t| t.0);
-        self.lease_changed = renewed.is_none_or(|at| {
+        self.read_changed |= renewed.is_none_or(|at| {
             self.compiler
                 .heartbeat_changes_reachability(&checker, at, jiff::Timestamp::now())
         });
@@ -476,7 +489,7 @@ impl Index {
         );
     }
     fn delete_lease(&mut self, key: &ObjectKey) {
-        self.leases.remove(key);
+        self.read_changed |= self.leases.remove(key).is_some();
     }
 
     /// The highest table generation any resolver says it serves (on its checker Lease).
@@ -553,6 +566,60 @@ mod tests {
                 &at(now),
                 None
             ))))
+        );
+    }
+
+    // SEM-P5: a RecordGroup event that changes only its status (the leader's own status
+    // write coming back) asks for no compile; a change of its spec or labels, and its
+    // deletion, do.
+    #[test]
+    fn a_group_whose_status_alone_changed_asks_for_no_compile() {
+        let mut index = Index::new(ServedZones::new(["example.com"]).expect("zone"), 60);
+        let group = |labels: serde_json::Value, ttl: u32, status: serde_json::Value| {
+            let g: RecordGroup = serde_json::from_value(json!({
+                "apiVersion": "healthroute.io/v1alpha1", "kind": "RecordGroup",
+                "metadata": {"name": "api", "namespace": "shop", "labels": labels,
+                             "creationTimestamp": "2026-01-01T00:00:00Z"},
+                "spec": {"name": "api.example.com.", "type": "A", "ttl": ttl,
+                         "routingPolicy": "Simple",
+                         "records": [{"setIdentifier": "x", "values": ["192.0.2.1"]}]},
+                "status": status
+            }))
+            .expect("valid");
+            Input::Group(Event::Apply(g))
+        };
+        let none = json!({});
+        assert!(
+            index.apply_changed(group(none.clone(), 60, json!({}))),
+            "a new group"
+        );
+        assert!(
+            !index.apply_changed(group(none.clone(), 60, json!({"servedGeneration": 3}))),
+            "its status written"
+        );
+        assert_eq!(
+            index.groups[&ObjectKey::new("shop", "api")]
+                .status
+                .as_ref()
+                .and_then(|s| s.served_generation),
+            Some(3),
+            "the status is kept all the same"
+        );
+        assert!(
+            index.apply_changed(group(none.clone(), 30, json!({}))),
+            "its spec"
+        );
+        assert!(
+            index.apply_changed(group(json!({"team": "b"}), 30, json!({}))),
+            "its labels"
+        );
+        let g = group(json!({"team": "b"}), 30, json!({}));
+        let Input::Group(Event::Apply(g)) = g else {
+            unreachable!()
+        };
+        assert!(
+            index.apply_changed(Input::Group(Event::Delete(g))),
+            "deleted"
         );
     }
 

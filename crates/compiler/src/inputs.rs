@@ -88,9 +88,10 @@ impl Compiler {
         }
     }
 
-    pub fn upsert_group(&mut self, key: ObjectKey, input: GroupInput) {
+    /// Takes in a group; false when it is the same as held (nothing to compile).
+    pub fn upsert_group(&mut self, key: ObjectKey, input: GroupInput) -> bool {
         if self.groups.get(&key) == Some(&input) {
-            return;
+            return false;
         }
         self.unindex_name(&key);
         if let Ok(name) = normalize_name(&input.spec.name) {
@@ -99,6 +100,7 @@ impl Compiler {
         }
         self.groups.insert(key.clone(), input);
         self.dirty.insert(key);
+        true
     }
 
     pub fn delete_group(&mut self, key: &ObjectKey) {

@@ -24,6 +24,10 @@ use healthroute_api::{CheckType, PracticeRunOutcome};
 use healthroute_checker::{Checker, CheckerEvent};
 use healthroute_compiler::AutoshiftEvent;
 
+/// How many objects' statuses one step of the re-check judges: about 4 ms at 100,000 groups,
+/// where the whole pass took 0.6-0.9 s (and held every change that came meanwhile).
+const RECHECK_STEP: usize = 500;
+
 /// The control loop's state: the index, the evaluator, the leadership term, and its
 /// channels to the publisher and (through the ledger) to the status writer.
 pub(super) struct Control {
@@ -329,12 +333,24 @@ impl Control {
         self.autoshift.set_active(active);
     }
 
-    /// The periodic re-check of every status against the objects as watched (leader only).
-    pub(super) fn recheck_statuses(&mut self) {
+    /// The periodic re-check of every status against the objects as watched (leader only)
+    /// begins a pass; the loop runs it in steps ([`Control::recheck_step`]).
+    pub(super) fn start_recheck(&mut self) {
         if self.term == 0 {
             return;
         }
-        self.statuses.recheck(&self.index, Timestamp::now());
+        self.statuses.start_recheck();
+    }
+
+    /// Whether a re-check pass is under way.
+    pub(super) fn rechecking(&self) -> bool {
+        self.statuses.rechecking()
+    }
+
+    /// Judges the next [`RECHECK_STEP`] objects of the re-check pass.
+    pub(super) fn recheck_step(&mut self) {
+        self.statuses
+            .recheck_step(&self.index, Timestamp::now(), RECHECK_STEP);
     }
 }
 

@@ -10,7 +10,8 @@
 //!                      ◀── ReadBack / Published / Failed ───┘
 //!      status of each changed object, judged against what is *published* (P5)
 //!                 ──▶ status::Ledger ──▶ StatusQueue ──▶ status writer task ──▶ /status, Events
-//!      every status_recheck: each object's watched status against what would be written
+//!      every status_recheck: each object's watched status against what would be written,
+//!      in steps of 500 objects between the other inputs
 //!      Peer checks the groups need (X4) vs the watched HealthChecks
 //!                 ──▶ PeerChecks ──watch (newest plan)──▶ peer-check writer ──▶ SSA / DELETE
 //! ```
@@ -281,12 +282,19 @@ pub async fn run_with(
                     last_compile = Some(Instant::now());
                     control.compile();
                 }
-                control.recheck_statuses();
+                control.start_recheck();
             }
             _ = async { match wake { Some(t) => tokio::time::sleep_until(t).await, None => std::future::pending().await } } => {
                 due = None;
                 last_compile = Some(Instant::now());
                 control.compile();
+            }
+            // Last, and only while no compile is due (each step is judged against a compile
+            // of everything watched so far): a step of the status re-check. A change that
+            // comes meanwhile waits for one step, not for the whole pass.
+            () = std::future::ready(()), if due.is_none() && control.rechecking() => {
+                control.recheck_step();
+                tokio::task::yield_now().await;
             }
         }
     }

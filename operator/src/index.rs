@@ -243,8 +243,16 @@ impl Index {
     fn upsert_group(&mut self, g: RecordGroup) {
         let key = key_of(&g);
         // The echo of our own status write compiles to the same input: nothing to compile.
-        self.read_changed |= self.compiler.upsert_group(key.clone(), group_input(&g));
-        self.groups.insert(key, WatchedGroup::of(g));
+        let compiled = self.compiler.upsert_group(key.clone(), group_input(&g));
+        let watched = WatchedGroup::of(g);
+        // A group deleted and created again with the same spec (one relist can show only the
+        // new one) is another object: the Peer checks it owns name its new uid (X4).
+        let replaced = self
+            .groups
+            .get(&key)
+            .is_none_or(|old| old.uid != watched.uid);
+        self.read_changed |= compiled || replaced;
+        self.groups.insert(key, watched);
     }
     fn delete_group(&mut self, key: &ObjectKey) {
         self.compiler.delete_group(key);
@@ -570,8 +578,8 @@ mod tests {
     }
 
     // SEM-P5: a RecordGroup event that changes only its status (the leader's own status
-    // write coming back) asks for no compile; a change of its spec or labels, and its
-    // deletion, do.
+    // write coming back) asks for no compile (nor a new plan of the Peer checks, SEM-X4); a
+    // change of its spec, labels or uid, and its deletion, do.
     #[test]
     fn a_group_whose_status_alone_changed_asks_for_no_compile() {
         let mut index = Index::new(ServedZones::new(["example.com"]).expect("zone"), 60);
@@ -608,6 +616,14 @@ mod tests {
         assert!(
             index.apply_changed(group(none.clone(), 30, json!({}))),
             "its spec"
+        );
+        let Input::Group(Event::Apply(mut again)) = group(none.clone(), 30, json!({})) else {
+            unreachable!()
+        };
+        again.metadata.uid = Some("u-2".into());
+        assert!(
+            index.apply_changed(Input::Group(Event::Apply(again))),
+            "deleted and created again with the same spec: another object (X4 owner)"
         );
         assert!(
             index.apply_changed(group(json!({"team": "b"}), 30, json!({}))),

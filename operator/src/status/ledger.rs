@@ -31,10 +31,8 @@ use super::writer::{StatusQueue, StatusUpdate};
 use crate::index::Index;
 use crate::metrics::StatusMetrics;
 use crate::publish::ReadBack;
-use crate::watched::WatchedGroup;
 use healthroute_api::{
-    HealthCheck, HealthCheckStatus, MetricStatus, RecordGroupStatus, ZonalAutoshift,
-    ZonalAutoshiftStatus, ZonalShift, ZonalShiftStatus,
+    HealthCheckStatus, MetricStatus, RecordGroupStatus, ZonalAutoshiftStatus, ZonalShiftStatus,
 };
 use healthroute_compiler::{AutoshiftEvent, ObjectKey};
 use healthroute_table::{RoutingTable, Value};
@@ -391,83 +389,55 @@ impl Ledger {
         }
         let now = api_time(now);
         let table = index.compiler.table();
-        let settling = std::mem::take(&mut pass.settling);
+        let settling = &pass.settling;
         let mut left = budget;
         let mut repaired = 0;
         while left > 0 {
             let Some((kind, after)) = pass.next.take() else {
                 break;
             };
+            let (left, repaired) = (&mut left, &mut repaired);
             let last = match kind {
                 StatusKind::RecordGroup => {
-                    let judge = |ledger: &mut Self, key: &ObjectKey, g: &WatchedGroup| {
+                    self.judge_range(&index.groups, after, left, repaired, |ledger, key, g| {
                         if ledger.awaiting.contains(key) {
                             return 0;
                         }
-                        let Some(publication) = ledger.published.publication(key, &table) else {
-                            return 0;
-                        };
-                        let old = ledger.last(key, g.status.as_deref());
-                        let Some((status, _)) = group_status(index, key, publication, old, now)
-                        else {
-                            return 0;
-                        };
-                        ledger.repair(
-                            key,
-                            status,
-                            g.status.as_deref(),
-                            g.object_ref(key),
-                            &settling,
-                        )
-                    };
-                    self.judge_range(&index.groups, after, &mut left, &mut repaired, judge)
+                        let (watched, reference) = (g.status.as_deref(), g.object_ref(key));
+                        ledger.judge(key, watched, reference, settling, |ledger, old| {
+                            let publication = ledger.published.publication(key, &table)?;
+                            group_status(index, key, publication, old, now).map(|(s, _)| s)
+                        })
+                    })
                 }
                 StatusKind::HealthCheck => {
-                    let judge = |ledger: &mut Self, key: &ObjectKey, c: &HealthCheck| {
-                        let old = ledger.last(key, c.status.as_ref());
-                        let evaluation = ledger.evaluations.get(key);
-                        check_status(index, key, evaluation, old, now).map_or(0, |status| {
-                            ledger.repair(
-                                key,
-                                status,
-                                c.status.as_ref(),
-                                c.object_ref(&()),
-                                &settling,
-                            )
+                    self.judge_range(&index.checks, after, left, repaired, |ledger, key, c| {
+                        let (watched, reference) = (c.status.as_ref(), c.object_ref(&()));
+                        ledger.judge(key, watched, reference, settling, |ledger, old| {
+                            check_status(index, key, ledger.evaluations.get(key), old, now)
                         })
-                    };
-                    self.judge_range(&index.checks, after, &mut left, &mut repaired, judge)
+                    })
                 }
                 StatusKind::ZonalShift => {
-                    let judge = |ledger: &mut Self, key: &ObjectKey, s: &ZonalShift| {
-                        let old = ledger.last(key, s.status.as_ref());
-                        shift_status(index, key, old, now).map_or(0, |(status, _)| {
-                            ledger.repair(
-                                key,
-                                status,
-                                s.status.as_ref(),
-                                s.object_ref(&()),
-                                &settling,
-                            )
+                    self.judge_range(&index.shifts, after, left, repaired, |ledger, key, s| {
+                        let (watched, reference) = (s.status.as_ref(), s.object_ref(&()));
+                        ledger.judge(key, watched, reference, settling, |_, old| {
+                            shift_status(index, key, old, now).map(|(s, _)| s)
                         })
-                    };
-                    self.judge_range(&index.shifts, after, &mut left, &mut repaired, judge)
+                    })
                 }
-                StatusKind::ZonalAutoshift => {
-                    let judge = |ledger: &mut Self, key: &ObjectKey, a: &ZonalAutoshift| {
-                        let old = ledger.last(key, a.status.as_ref());
-                        autoshift_status(index, key, old, now).map_or(0, |status| {
-                            ledger.repair(
-                                key,
-                                status,
-                                a.status.as_ref(),
-                                a.object_ref(&()),
-                                &settling,
-                            )
+                StatusKind::ZonalAutoshift => self.judge_range(
+                    &index.autoshifts,
+                    after,
+                    left,
+                    repaired,
+                    |ledger, key, a| {
+                        let (watched, reference) = (a.status.as_ref(), a.object_ref(&()));
+                        ledger.judge(key, watched, reference, settling, |_, old| {
+                            autoshift_status(index, key, old, now)
                         })
-                    };
-                    self.judge_range(&index.autoshifts, after, &mut left, &mut repaired, judge)
-                }
+                    },
+                ),
             };
             pass.next = match last {
                 Some(last) => Some((kind, Some(last))),
@@ -477,7 +447,6 @@ impl Ledger {
         StatusMetrics::add(&self.metrics.repairs, repaired as u64);
         self.metrics.set_backlog(self.queue.backlog());
         pass.repaired += repaired;
-        pass.settling = settling;
         if pass.next.is_some() {
             self.recheck = Some(pass);
         } else if pass.repaired > 0 {
@@ -487,6 +456,23 @@ impl Ledger {
             );
         }
         Some(repaired)
+    }
+
+    /// One object of a re-check: the status this term would write, built from the last one
+    /// sent (else the watched one), is queued again when the object does not show it
+    /// ([`Ledger::repair`]). `build` gives None when nothing would be written.
+    fn judge<S: OwnStatus>(
+        &mut self,
+        key: &ObjectKey,
+        watched: Option<&S>,
+        reference: ObjectReference,
+        settling: &HashSet<StatusKey>,
+        build: impl FnOnce(&Self, Option<S>) -> Option<S>,
+    ) -> usize {
+        let old = self.last(key, watched);
+        build(self, old).map_or(0, |status| {
+            self.repair(key, status, watched, reference, settling)
+        })
     }
 
     /// Judges the objects of `map` after `after`, at most `left` of them (counted down);

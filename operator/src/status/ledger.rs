@@ -723,13 +723,7 @@ mod tests {
         use healthroute_compiler::AutoshiftEvent;
         let mut index = listed();
         index.apply(Input::Autoshift(Event::Apply(fleet(None))));
-        let queue = StatusQueue::default();
-        let metrics = Arc::new(StatusMetrics::default());
-        let mut ledger = Ledger::new(queue.clone(), metrics.clone());
-        ledger.new_term(true);
-        ledger.hold_read_back(ReadBack::default());
-        ledger.take_read_back(&mut index);
-        compile(&mut ledger, &mut index, t(0));
+        let (mut ledger, queue, _) = leading(&mut index);
         let written = queue.take_ready(Instant::now()).expect("fleet's status");
         queue.finish(written.clone(), &WriteOutcome::Written, Instant::now());
         let Status::ZonalAutoshift(shown) = written.status.clone() else {
@@ -786,13 +780,7 @@ mod tests {
     #[test]
     fn a_status_changed_by_another_writer_is_written_again_at_the_recheck() {
         let mut index = listed();
-        let queue = StatusQueue::default();
-        let metrics = Arc::new(StatusMetrics::default());
-        let mut ledger = Ledger::new(queue.clone(), metrics.clone());
-        ledger.new_term(true);
-        ledger.hold_read_back(ReadBack::default());
-        ledger.take_read_back(&mut index);
-        compile(&mut ledger, &mut index, t(0));
+        let (mut ledger, queue, metrics) = leading(&mut index);
         assert_eq!(queue.backlog(), 0, "the status waits for the table (P5)");
         assert_eq!(
             ledger.recheck(&index, t(0)),
@@ -851,13 +839,7 @@ mod tests {
         for name in &names[1..] {
             index.apply(named(name, None));
         }
-        let queue = StatusQueue::default();
-        let metrics = Arc::new(StatusMetrics::default());
-        let mut ledger = Ledger::new(queue.clone(), metrics.clone());
-        ledger.new_term(true);
-        ledger.hold_read_back(ReadBack::default());
-        ledger.take_read_back(&mut index);
-        compile(&mut ledger, &mut index, t(0));
+        let (mut ledger, queue, metrics) = leading(&mut index);
         ledger.take_published(&index, 1, index.compiler.table(), t(0));
         // Every status is written, and another writer then says none is served.
         while let Some(written) = queue.take_ready(Instant::now()) {
@@ -899,8 +881,8 @@ mod tests {
         );
     }
 
-    /// A leader that compiled `index`, saw its table published and wrote api's status.
-    fn api_written(index: &mut Index) -> (Ledger, StatusQueue, Arc<StatusMetrics>, StatusUpdate) {
+    /// A leader at the start of its term: the read-back taken in, `index` compiled once.
+    fn leading(index: &mut Index) -> (Ledger, StatusQueue, Arc<StatusMetrics>) {
         let queue = StatusQueue::default();
         let metrics = Arc::new(StatusMetrics::default());
         let mut ledger = Ledger::new(queue.clone(), metrics.clone());
@@ -908,6 +890,12 @@ mod tests {
         ledger.hold_read_back(ReadBack::default());
         ledger.take_read_back(index);
         compile(&mut ledger, index, t(0));
+        (ledger, queue, metrics)
+    }
+
+    /// A leader that compiled `index`, saw its table published and wrote api's status.
+    fn api_written(index: &mut Index) -> (Ledger, StatusQueue, Arc<StatusMetrics>, StatusUpdate) {
+        let (mut ledger, queue, metrics) = leading(index);
         ledger.take_published(index, 1, index.compiler.table(), t(0));
         let written = queue.take_ready(Instant::now()).expect("api's status");
         queue.finish(written.clone(), &WriteOutcome::Written, Instant::now());

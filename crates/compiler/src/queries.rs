@@ -37,6 +37,11 @@ impl Compiler {
         self.groups.iter().map(|(k, g)| (k, &g.spec))
     }
 
+    /// One group's spec as last upserted.
+    pub fn group_spec(&self, key: &ObjectKey) -> Option<&RecordGroupSpec> {
+        self.groups.get(key).map(|g| &g.spec)
+    }
+
     pub fn check_health(&self, key: &ObjectKey) -> Option<&CheckHealth> {
         self.check_health.get(key)
     }

@@ -22,7 +22,7 @@ use crate::readiness::Readiness;
 use crate::status::{Ledger, StatusKey, StatusKind};
 use healthroute_api::{CheckType, PracticeRunOutcome};
 use healthroute_checker::{Checker, CheckerEvent};
-use healthroute_compiler::AutoshiftEvent;
+use healthroute_compiler::{AutoshiftEvent, ObjectKey};
 
 /// How many objects' statuses one step of the re-check judges: about 4 ms at 100,000 groups,
 /// where the whole pass took 0.6-0.9 s (and held every change that came meanwhile).
@@ -161,16 +161,16 @@ impl Control {
     /// Takes in one watch event; false when it changed nothing a compile reads.
     pub(super) fn apply(&mut self, input: Input) -> bool {
         let check = matches!(input, Input::Check(_));
-        let group = matches!(input, Input::Group(_));
+        let group = changed_group(&input);
         if check {
             self.peers.check_changed();
         }
         let watched = watched_status(&input);
         let changed = self.index.apply_changed(input);
-        // The Peer checks are planned again from every group (X4): not for a group whose
-        // status alone changed (at 100,000 groups that plan took 10 ms of the next flip).
-        if group && changed {
-            self.peers.group_changed();
+        // The group's Peer checks are derived again (X4): not for a group whose status alone
+        // changed.
+        if let (Some(group), true) = (group, changed) {
+            self.peers.group_changed(group);
         }
         if let Some(key) = watched {
             self.statuses.watched(&self.index, &key);
@@ -355,6 +355,17 @@ impl Control {
     pub(super) fn recheck_step(&mut self) {
         self.statuses
             .recheck_step(&self.index, Timestamp::now(), RECHECK_STEP);
+    }
+}
+
+/// For a RecordGroup event, the group it is about; `None` for the end of a relist, which may
+/// have deleted any.
+fn changed_group(input: &Input) -> Option<Option<ObjectKey>> {
+    use kube::runtime::watcher::Event::{Apply, Delete, InitApply};
+    match input {
+        Input::Group(Apply(o) | InitApply(o) | Delete(o)) => Some(Some(key_of(o))),
+        Input::Group(_) => Some(None),
+        _ => None,
     }
 }
 

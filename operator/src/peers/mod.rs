@@ -6,8 +6,8 @@
 //!
 //! ```text
 //!  compile (leader) ──▶ PeerChecks::after_compile: only when a group or a check changed
-//!       desired(specs, uids) (recomputed when a group changed) ─┐
-//!       watched HealthChecks ───────────────────────────────────┴▶ plan ──▶ the writes
+//!       Desired (the checks of the groups that changed derived again) ─┐
+//!       watched HealthChecks ──────────────────────────────────────────┴▶ plan ──▶ the writes
 //!            ──watch (newest plan only, sent when it differs)──▶ writer task ──▶ SSA / DELETE
 //! ```
 //!
@@ -23,11 +23,11 @@ mod plan;
 mod writer;
 
 pub use plan::{
-    DesiredCheck, Owner, PEER_CHECK_LABEL, PEER_FIELD_MANAGER, PeerWrite, desired, desired_of,
+    Desired, DesiredCheck, Owner, PEER_CHECK_LABEL, PEER_FIELD_MANAGER, PeerWrite, desired,
     is_operators, plan,
 };
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -40,11 +40,11 @@ use healthroute_compiler::ObjectKey;
 /// The control loop's side of the Peer checks: what changed since the last plan, the checks
 /// the groups need, and the channel to the writer.
 pub struct PeerChecks {
-    /// A RecordGroup changed: the desired checks must be derived again.
-    groups_changed: bool,
+    /// The RecordGroups that changed since the last plan: their checks are derived again.
+    groups_changed: Changed,
     /// A HealthCheck changed: the plan must be made again.
     checks_changed: bool,
-    desired: BTreeMap<ObjectKey, DesiredCheck>,
+    desired: Desired,
     plans: watch::Sender<Vec<PeerWrite>>,
     metrics: Arc<PeerMetrics>,
 }
@@ -53,16 +53,24 @@ impl PeerChecks {
     /// With the channel the writer task reads.
     pub fn new(plans: watch::Sender<Vec<PeerWrite>>, metrics: Arc<PeerMetrics>) -> Self {
         PeerChecks {
-            groups_changed: true,
+            groups_changed: Changed::All,
             checks_changed: true,
-            desired: BTreeMap::new(),
+            desired: Desired::default(),
             plans,
             metrics,
         }
     }
 
-    pub fn group_changed(&mut self) {
-        self.groups_changed = true;
+    /// A RecordGroup changed what is compiled of it (or its uid): that one, by its key, or
+    /// any number of them (`None`: a relist).
+    pub fn group_changed(&mut self, key: Option<ObjectKey>) {
+        match (&mut self.groups_changed, key) {
+            (Changed::All, _) => {}
+            (changed, None) => *changed = Changed::All,
+            (Changed::Some(keys), Some(key)) => {
+                keys.insert(key);
+            }
+        }
     }
 
     pub fn check_changed(&mut self) {
@@ -71,7 +79,7 @@ impl PeerChecks {
 
     /// A new term plans from scratch; a follower sends nothing (its plan is emptied).
     pub fn new_term(&mut self, leading: bool) {
-        self.groups_changed = true;
+        self.groups_changed = Changed::All;
         self.checks_changed = true;
         if !leading {
             self.plans.send_if_modified(|p| {
@@ -85,20 +93,28 @@ impl PeerChecks {
     /// After a compile of a complete index, as the leader: plans again when something changed,
     /// and hands the plan to the writer when it differs from the last one.
     pub fn after_compile(&mut self, index: &Index) {
-        if self.groups_changed {
-            self.desired = desired_of(index.compiler.group_specs(), |key| {
-                index.groups.get(key)?.uid.clone()
-            });
+        let groups_changed = std::mem::take(&mut self.groups_changed);
+        let spec = |key: &ObjectKey| index.compiler.group_spec(key);
+        let uid = |key: &ObjectKey| index.groups.get(key)?.uid.clone();
+        match &groups_changed {
+            Changed::All => self.desired = Desired::of(index.compiler.group_specs(), spec, uid),
+            Changed::Some(keys) => {
+                for key in keys {
+                    self.desired.group_changed(key, spec, uid);
+                }
+            }
+        }
+        let groups_changed = !matches!(&groups_changed, Changed::Some(k) if k.is_empty());
+        if groups_changed {
             self.metrics
                 .checks
-                .store(self.desired.len() as u64, Ordering::Relaxed);
+                .store(self.desired.checks().len() as u64, Ordering::Relaxed);
         }
-        if !(self.groups_changed || self.checks_changed) {
+        if !(groups_changed || self.checks_changed) {
             return;
         }
-        self.groups_changed = false;
         self.checks_changed = false;
-        let writes = plan(&self.desired, &index.checks);
+        let writes = plan(self.desired.checks(), &index.checks);
         self.plans.send_if_modified(|p| {
             let changed = *p != writes;
             if changed {
@@ -106,5 +122,19 @@ impl PeerChecks {
             }
             changed
         });
+    }
+}
+
+/// Which groups changed since the last plan.
+#[derive(Debug)]
+enum Changed {
+    Some(BTreeSet<ObjectKey>),
+    /// Every group may have (a new term, a relist).
+    All,
+}
+
+impl Default for Changed {
+    fn default() -> Self {
+        Changed::Some(BTreeSet::new())
     }
 }

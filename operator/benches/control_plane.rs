@@ -7,7 +7,8 @@
 //!   taking over a published table (read back, one group changed);
 //! - EndpointSlice change to the table write (the first table request, and the request that
 //!   commits it: a delta, or a manifest when the change is published as a full table) while
-//!   the new leader's full status backlog drains.
+//!   the new leader's full status backlog drains;
+//! - RecordGroup edit (its TTL) to the first table request.
 //!
 //! Run: `cargo bench -p healthroute-operator --bench control_plane [-- GROUPS [CHANGES]]`
 
@@ -35,10 +36,14 @@ const DELAY: Duration = Duration::from_millis(20);
 const WAIT: Duration = Duration::from_secs(60);
 
 fn group(i: usize) -> RecordGroup {
+    group_with_ttl(i, None)
+}
+
+fn group_with_ttl(i: usize, ttl: Option<u32>) -> RecordGroup {
     serde_json::from_value(json!({
         "apiVersion": "healthroute.io/v1alpha1", "kind": "RecordGroup",
         "metadata": {"name": format!("g{i}"), "namespace": format!("ns{}", i % 100), "uid": format!("u{i}"), "generation": 1},
-        "spec": {"name": format!("g{i}.example.com."), "type": "A", "routingPolicy": "Simple",
+        "spec": {"name": format!("g{i}.example.com."), "type": "A", "routingPolicy": "Simple", "ttl": ttl,
                  "records": [{"setIdentifier": "pods", "service": {"name": format!("svc{i}")}}]}
     }))
     .expect("group")
@@ -123,6 +128,24 @@ fn list(l: &Loop, groups: usize) {
     }
 }
 
+/// Sends one change; the time until the first table request (a shard or a delta; the commit
+/// when there is none) and until the request that commits it.
+async fn to_table(api: &FakeApi, send: impl FnOnce()) -> (Duration, Duration) {
+    let before = api.log().len();
+    let sent = Instant::now();
+    send();
+    let manifest = api
+        .wait_for("the change's table", before, WAIT, |s| s.is_table_commit())
+        .await;
+    let shard = api
+        .log()
+        .into_iter()
+        .skip(before)
+        .find(|s| s.is_shard_write() || s.is_delta_write())
+        .map_or(manifest.at, |s| s.at);
+    (shard - sent, manifest.at - sent)
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
@@ -174,22 +197,14 @@ async fn main() {
         let i = (n * 7919) % groups;
         let ready = (n / groups) % 2 == 1;
         applied.push((i, ready));
-        let before = api.log().len();
-        let sent = Instant::now();
-        cold.inputs
-            .unbounded_send(Input::Slice(Event::Apply(slice(i, ready))))
-            .expect("running");
-        let manifest = api
-            .wait_for("the change's table", before, WAIT, |s| s.is_table_commit())
-            .await;
-        let shard = api
-            .log()
-            .into_iter()
-            .skip(before)
-            .find(|s| s.is_shard_write() || s.is_delta_write())
-            .map_or(manifest.at, |s| s.at);
-        to_shard.push(shard - sent);
-        to_manifest.push(manifest.at - sent);
+        let (shard, manifest) = to_table(&api, || {
+            cold.inputs
+                .unbounded_send(Input::Slice(Event::Apply(slice(i, ready))))
+                .expect("running")
+        })
+        .await;
+        to_shard.push(shard);
+        to_manifest.push(manifest);
         backlog_at_end = cold.metrics.status.backlog.load(Ordering::Relaxed);
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -214,6 +229,27 @@ async fn main() {
         ms(percentile(&to_manifest, 99)),
         backlog_at_end,
         cold.metrics.status.writes.load(Ordering::Relaxed),
+    );
+
+    // 2b. RecordGroup edits (a TTL set): what a spec change costs besides its own group.
+    let mut edits = Vec::with_capacity(changes);
+    for n in 0..changes {
+        let i = (n * 7919 + 1) % groups;
+        let ttl = Some(30 + 30 * (n / groups % 2) as u32);
+        let (shard, _) = to_table(&api, || {
+            cold.inputs
+                .unbounded_send(Input::Group(Event::Apply(group_with_ttl(i, ttl))))
+                .expect("running")
+        })
+        .await;
+        edits.push(shard);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    edits.sort();
+    println!(
+        "RecordGroup edit -> first table request: p50 {:.1} ms, p99 {:.1} ms ({changes} edits)",
+        ms(percentile(&edits, 50)),
+        ms(percentile(&edits, 99)),
     );
     let _ = cold.stop.send(true);
 

@@ -66,17 +66,17 @@ impl Desired {
         uid: impl Fn(&ObjectKey) -> Option<String>,
     ) -> Self {
         let mut desired = Desired::default();
-        for (group, (_, needed_by)) in derived_checks(specs) {
-            for g in &needed_by {
+        for (check, (_, needed_by)) in derived_checks(specs) {
+            for group in &needed_by {
                 desired
                     .needs
-                    .entry(g.clone())
+                    .entry(group.clone())
                     .or_default()
-                    .insert(group.clone());
+                    .insert(check.clone());
             }
             desired
                 .needed_by
-                .insert(group, needed_by.into_iter().collect());
+                .insert(check, needed_by.into_iter().collect());
         }
         let all: Vec<ObjectKey> = desired.needed_by.keys().cloned().collect();
         for check in all {
@@ -129,12 +129,15 @@ impl Desired {
         spec: impl Fn(&ObjectKey) -> Option<&'s RecordGroupSpec>,
         uid: impl Fn(&ObjectKey) -> Option<String>,
     ) {
-        let Some(groups) = self.needed_by.get(&check).filter(|g| !g.is_empty()) else {
+        let Some((groups, first)) = self
+            .needed_by
+            .get(&check)
+            .and_then(|g| Some((g, g.first()?)))
+        else {
             self.needed_by.remove(&check);
             self.checks.remove(&check);
             return;
         };
-        let first = groups.first().expect("not empty");
         let Some((check_spec, _)) =
             spec(first).and_then(|s| derived_checks([(first, s)]).remove(&check))
         else {

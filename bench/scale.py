@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """healthroute at scale on a real API server (issue #27): N RecordGroups, two operators (leader
 election) and two resolvers as processes, all on this machine. Prints a markdown table.
+Without a kubeconfig, the operator's in-process API stand-in (see below).
 
     python3 bench/scale.py --groups N [--kubeconfig PATH] [--flips K] \\
         [--operator BIN --resolver BIN] [--label NAME] [--apiserver-restart [SECONDS]] \\
@@ -49,10 +50,15 @@ election) and two resolvers as processes, all on this machine. Prints a markdown
    default ../shared/cluster), and from /readyz ok, the time until an edit is served. Other
    users of the cluster lose it for those seconds.
 
-Without --kubeconfig (or $KUBECONFIG) there is no stand-in: the operator needs lists and
-watches with resource versions of eight kinds, server-side apply, a Lease and events, and a
-stand-in's speed would say nothing about a real API server's; the script says how to start
-the loopback cluster and exits with 2.
+Without --kubeconfig (or $KUBECONFIG) the groups go into the operator's in-process API
+stand-in instead (`operator/benches/control_plane.rs`, built with `cargo bench --no-run`): the
+real control loop, table publisher and status writer, every write answered after 20 ms, N
+groups each over its own Service. It prints the load (cold start → the first table), the
+EndpointSlice change → table request p50/p99 (K changes, while the cold leader's statuses still
+drain), a RecordGroup edit's, the takeover (a follower's first table after it takes the lease)
+and the process's peak RSS (the one process: the operator's loop and the stand-in). No
+resolvers run there and no API server's latency is in it: the real figures need the loopback
+cluster (`../shared/cluster/up.sh`).
 
 Loading 100,000 groups takes about 16 minutes and deleting them as long or longer, so
 --keep leaves the namespaces and their objects, a later run with --reuse (same --label and
@@ -968,17 +974,36 @@ def cluster_pid(cluster_dir, name):
 
 # --- the run ----------------------------------------------------------------------------------
 
-def needs_cluster():
-    up = os.path.normpath(os.path.join(ROOT, "..", "shared", "cluster", "up.sh"))
-    print(f"""bench/scale.py needs a real API server: give --kubeconfig PATH (or set KUBECONFIG).
-There is no stand-in: the operator lists and watches eight kinds, applies the table with
-server-side apply, holds a Lease and writes statuses and events; a stand-in's timings would
-say nothing about an API server's. A loopback control plane starts with:
-
-    bash {up}        # prints $HOME/hr-cluster/kubeconfig
-    python3 bench/scale.py --kubeconfig $HOME/hr-cluster/kubeconfig --groups 10000
-""", file=sys.stderr)
-    sys.exit(2)
+def stand_in(n, k):
+    """The run without a real API server: the operator's control-plane bench against its
+    in-process stand-in, with N groups and K changes; its figures, then its peak RSS."""
+    log("no --kubeconfig: the operator's in-process API stand-in (operator/benches/control_plane.rs); "
+        "for a real API server: bash ../shared/cluster/up.sh, then --kubeconfig $HOME/hr-cluster/kubeconfig")
+    build = subprocess.run(["cargo", "bench", "-p", "healthroute-operator", "--bench", "control_plane",
+                            "--no-run", "--message-format=json"], cwd=ROOT, capture_output=True, text=True)
+    exe = None
+    for line in build.stdout.splitlines():
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            continue
+        if msg.get("executable") and msg.get("target", {}).get("name") == "control_plane":
+            exe = msg["executable"]
+    if build.returncode != 0 or not exe:
+        sys.exit(f"building the control-plane bench failed:\n{build.stderr[-2000:]}")
+    t0 = time.monotonic()
+    proc = subprocess.Popen([exe, str(n), str(k)], stdout=subprocess.PIPE, text=True)
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        sys.exit(f"the control-plane bench failed (exit {proc.returncode}):\n{out}")
+    print(f"\n### {n} groups, the in-process API stand-in, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n")
+    print(f"`{exe} {n} {k}` (every write answered after 20 ms; {time.monotonic() - t0:.0f} s in all)\n")
+    for line in out.splitlines():
+        if line.strip():
+            print(f"- {line.strip()}")
+    print(f"- peak RSS of the process (the control loop and the stand-in's objects): {usage.ru_maxrss / 1024:.0f} MiB")
 
 
 def binaries(args):
@@ -1130,7 +1155,8 @@ def main():
                    help="after the RSS is measured, keep every process running this long (pids printed) to inspect them")
     args = p.parse_args()
     if not args.kubeconfig:
-        needs_cluster()
+        stand_in(args.groups, args.flips)
+        return
     n = args.groups
     checks = args.checks if args.checks is not None else min(20, n // 20)
     slug = re.sub(r"[^a-z0-9-]", "-", args.label.lower()).strip("-")[:40] or "run"

@@ -23,8 +23,8 @@ mod plan;
 mod writer;
 
 pub use plan::{
-    Desired, DesiredCheck, Owner, PEER_CHECK_LABEL, PEER_FIELD_MANAGER, PeerWrite, desired,
-    is_operators, plan,
+    Desired, DesiredCheck, Owner, PEER_CHECK_LABEL, PEER_FIELD_MANAGER, PeerWrite, is_operators,
+    plan,
 };
 
 use std::collections::BTreeSet;
@@ -93,18 +93,20 @@ impl PeerChecks {
     /// After a compile of a complete index, as the leader: plans again when something changed,
     /// and hands the plan to the writer when it differs from the last one.
     pub fn after_compile(&mut self, index: &Index) {
-        let groups_changed = std::mem::take(&mut self.groups_changed);
-        let spec = |key: &ObjectKey| index.compiler.group_spec(key);
         let uid = |key: &ObjectKey| index.groups.get(key)?.uid.clone();
-        match &groups_changed {
-            Changed::All => self.desired = Desired::of(index.compiler.group_specs(), spec, uid),
+        let groups_changed = match std::mem::take(&mut self.groups_changed) {
+            Changed::All => {
+                self.desired = Desired::of(index.compiler.group_specs(), uid);
+                true
+            }
             Changed::Some(keys) => {
-                for key in keys {
+                let spec = |key: &ObjectKey| index.compiler.group_spec(key);
+                for key in &keys {
                     self.desired.group_changed(key, spec, uid);
                 }
+                !keys.is_empty()
             }
-        }
-        let groups_changed = !matches!(&groups_changed, Changed::Some(k) if k.is_empty());
+        };
         if groups_changed {
             self.metrics
                 .checks

@@ -1,5 +1,5 @@
 //! What the leader wants on the server for peer sources, as pure functions over the index:
-//! the Peer checks the RecordGroups need ([`desired`]) and the writes that bring the watched
+//! the Peer checks the RecordGroups need ([`Desired`]) and the writes that bring the watched
 //! HealthChecks there ([`plan`]). No client, no `.await`: the writer task sends the writes.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -35,20 +35,11 @@ pub struct DesiredCheck {
     pub owners: Vec<Owner>,
 }
 
-/// The Peer checks the groups' records need (SEMANTICS X4), by key, with their owners.
-pub fn desired(groups: &BTreeMap<ObjectKey, RecordGroup>) -> BTreeMap<ObjectKey, DesiredCheck> {
-    Desired::of(
-        groups.iter().map(|(k, g)| (k, &g.spec)),
-        |key| groups.get(key).map(|g| &g.spec),
-        |key| groups.get(key)?.metadata.uid.clone(),
-    )
-    .checks
-}
-
-/// [`desired`], kept up to date one group at a time: a group's change derives again only the
-/// checks that group needed or needs ([`Desired::group_changed`]), not every group's (at
-/// 100,000 groups the whole derivation took 10 ms). The specs are read back from whoever keeps
-/// them (the compiler), the uids from the index: this keeps only keys.
+/// The Peer checks the groups' records need (SEMANTICS X4), by key, with their owners, kept up
+/// to date one group at a time: a group's change derives again only the checks that group
+/// needed or needs ([`Desired::group_changed`]), not every group's (at 100,000 groups the
+/// whole derivation took 10 ms). The specs are read back from whoever keeps them (the
+/// compiler), the uids from the index: this keeps only keys.
 #[derive(Debug, Default)]
 pub struct Desired {
     /// The checks each group needs; groups that name no peer are absent.
@@ -59,14 +50,14 @@ pub struct Desired {
 }
 
 impl Desired {
-    /// From every group's spec; `spec` and `uid` find a group's spec and uid by its key.
-    pub fn of<'a, 's>(
+    /// From every group's spec; `uid` finds a group's uid by its key.
+    pub fn of<'a>(
         specs: impl IntoIterator<Item = (&'a ObjectKey, &'a RecordGroupSpec)>,
-        spec: impl Fn(&ObjectKey) -> Option<&'s RecordGroupSpec>,
         uid: impl Fn(&ObjectKey) -> Option<String>,
     ) -> Self {
         let mut desired = Desired::default();
-        for (check, (_, needed_by)) in derived_checks(specs) {
+        for (check, (spec, needed_by)) in derived_checks(specs) {
+            let needed_by: BTreeSet<ObjectKey> = needed_by.into_iter().collect();
             for group in &needed_by {
                 desired
                     .needs
@@ -74,13 +65,11 @@ impl Desired {
                     .or_default()
                     .insert(check.clone());
             }
+            let owners = owners(&needed_by, &uid);
             desired
-                .needed_by
-                .insert(check, needed_by.into_iter().collect());
-        }
-        let all: Vec<ObjectKey> = desired.needed_by.keys().cloned().collect();
-        for check in all {
-            desired.derive(check, &spec, &uid);
+                .checks
+                .insert(check.clone(), DesiredCheck { spec, owners });
+            desired.needed_by.insert(check, needed_by);
         }
         desired
     }
@@ -145,16 +134,7 @@ impl Desired {
             self.checks.remove(&check);
             return;
         };
-        let mut owners: Vec<Owner> = groups
-            .iter()
-            .filter_map(|g| {
-                Some(Owner {
-                    name: g.name.to_string(),
-                    uid: uid(g)?,
-                })
-            })
-            .collect();
-        owners.sort();
+        let owners = owners(groups, &uid);
         self.checks.insert(
             check,
             DesiredCheck {
@@ -163,6 +143,21 @@ impl Desired {
             },
         );
     }
+}
+
+/// The owners of a check needed by `groups`: each with a uid, sorted.
+fn owners(groups: &BTreeSet<ObjectKey>, uid: impl Fn(&ObjectKey) -> Option<String>) -> Vec<Owner> {
+    let mut owners: Vec<Owner> = groups
+        .iter()
+        .filter_map(|g| {
+            Some(Owner {
+                name: g.name.to_string(),
+                uid: uid(g)?,
+            })
+        })
+        .collect();
+    owners.sort();
+    owners
 }
 
 /// One write the writer task sends.
@@ -224,7 +219,7 @@ pub fn plan(
     writes
 }
 
-/// The RecordGroup owners a watched check names, sorted as [`desired`] sorts them.
+/// The RecordGroup owners a watched check names, sorted as [`Desired`] sorts them.
 fn owners_of(check: &HealthCheck) -> Vec<Owner> {
     let kind = RecordGroup::kind(&());
     let mut owners: Vec<Owner> = check
@@ -274,6 +269,14 @@ fn body(key: &ObjectKey, want: &DesiredCheck) -> Json {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The Peer checks of `groups`, derived from all of them.
+    fn desired(groups: &BTreeMap<ObjectKey, RecordGroup>) -> BTreeMap<ObjectKey, DesiredCheck> {
+        Desired::of(groups.iter().map(|(k, g)| (k, &g.spec)), |key| {
+            groups.get(key)?.metadata.uid.clone()
+        })
+        .checks
+    }
 
     fn group(name: &str, uid: Option<&str>, peers: &[(&str, &str)]) -> RecordGroup {
         let records: Vec<Json> = peers

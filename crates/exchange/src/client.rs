@@ -3,8 +3,8 @@
 //! query, is signed by the same key over our MAC, and is recent.
 //!
 //! ```text
-//! bytes ─▶ response? ─▶ ID + question ─▶ TC ─▶ TSIG ─▶ BADKEY/BADSIG ─▶ key ─▶ MAC ─▶ BADTIME ─▶ time ─▶ RCODE ─▶ TXT
-//!          Malformed    Mismatch        Truncated  Refused/Unsigned  WrongKey  BadSignature  ClockSkew  BadTime  Rcode  MalformedAnswer
+//! bytes ─▶ response, TSIG last? ─▶ ID + question ─▶ TC ─▶ TSIG ─▶ BADKEY/BADSIG ─▶ key ─▶ MAC ─▶ BADTIME ─▶ time ─▶ RCODE ─▶ TXT
+//!          Malformed               Mismatch        Truncated  Refused/Unsigned  WrongKey  BadSignature  ClockSkew  BadTime  Rcode  MalformedAnswer
 //! ```
 
 use hickory_proto::{
@@ -21,7 +21,7 @@ use crate::{
     group,
     key::{KeyRing, TsigKey},
     signing,
-    wire::{FUDGE, exchange_edns, rcode_name},
+    wire::{self, FUDGE, exchange_edns, rcode_name},
 };
 
 /// A signed exchange query: the bytes to send and what reading its answer needs.
@@ -82,9 +82,9 @@ impl PendingQuery {
     /// The answer the peer sent, checked at `now` (Unix seconds). Never panics, whatever the
     /// bytes.
     pub fn read_answer(&self, bytes: &[u8], now: u64) -> Result<PeerAnswer, ExchangeError> {
-        let response = Message::from_vec(bytes).map_err(|e| ExchangeError::Malformed {
-            reason: e.to_string(),
-        })?;
+        // Strict, as the server reads queries: a MAC covers nothing after its TSIG RR.
+        let response =
+            wire::read_message(bytes).map_err(|reason| ExchangeError::Malformed { reason })?;
         if response.message_type != MessageType::Response {
             return Err(ExchangeError::Malformed {
                 reason: "a query, not a response".into(),

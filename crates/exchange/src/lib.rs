@@ -32,7 +32,9 @@
 //! | what is wrong                                   | response                                   | [`Rejection::label`] |
 //! |-------------------------------------------------|--------------------------------------------|----------------------|
 //! | shorter than a header, or a response (QR set)   | none                                       | `malformed`          |
-//! | unparseable, or not exactly one question        | FORMERR, header only                       | `malformed`          |
+//! | unparseable, or bytes after the last record     | FORMERR, header only                       | `malformed`          |
+//! | a TSIG RR not the last record (RFC 8945 5.1)    | FORMERR, header only                       | `malformed`          |
+//! | not exactly one question                        | FORMERR, header only                       | `malformed`          |
 //! | opcode not QUERY, or not an exchange question   | REFUSED, unsigned                          | `not_exchange`       |
 //! | no TSIG                                         | REFUSED, unsigned                          | `unsigned`           |
 //! | key name or algorithm not in the ring           | NOTAUTH, **unsigned** TSIG, error BADKEY   | `bad_key`            |
@@ -60,12 +62,13 @@
 //! retries over TCP.
 //!
 //! # Client ([`PendingQuery::read_answer`])
-//! Checks, in order: a DNS response with the query's ID and question; TC ([`ExchangeError::Truncated`]:
-//! retry over TCP); a TSIG (else unsigned / refused); the peer's TSIG error if BADKEY or BADSIG
-//! (unsigned by the RFC, so reported as the peer's word); the same key; the MAC over the request
-//! MAC; BADTIME (the peer's clock); the time within the fudge; then the RCODE and the TXT
-//! records. Every failure is an [`ExchangeError`] whose message is meant for a health check's
-//! status.
+//! Checks, in order: a DNS response with nothing after its last record and a TSIG only as that
+//! record (RFC 8945 section 5.1, as the server reads queries); the query's ID and question; TC
+//! ([`ExchangeError::Truncated`]: retry over TCP); a TSIG (else unsigned / refused); the peer's
+//! TSIG error if BADKEY or BADSIG (unsigned by the RFC, so reported as the peer's word); the same
+//! key; the MAC over the request MAC; BADTIME (the peer's clock); the time within the fudge; then
+//! the RCODE and the TXT records. Every failure is an [`ExchangeError`] whose message is meant for
+//! a health check's status.
 
 mod answer;
 mod client;

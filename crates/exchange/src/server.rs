@@ -4,8 +4,8 @@
 //! answers with the query's key.
 //!
 //! ```text
-//! bytes ─▶ header ─▶ parse ─▶ one question ─▶ QUERY + exchange name ─▶ TSIG ─▶ key ─▶ MAC ─▶ time ─▶ VerifiedQuery
-//!          (none)   FORMERR   FORMERR         REFUSED                 REFUSED  BADKEY BADSIG BADTIME
+//! bytes ─▶ header ─▶ parse, TSIG last ─▶ one question ─▶ QUERY + exchange name ─▶ TSIG ─▶ key ─▶ MAC ─▶ time ─▶ VerifiedQuery
+//!          (none)   FORMERR              FORMERR         REFUSED                 REFUSED  BADKEY BADSIG BADTIME
 //! ```
 
 use std::fmt;
@@ -25,14 +25,13 @@ use crate::{
     group::parse_qname,
     key::{KeyRing, TsigKey},
     signing,
-    wire::{FUDGE, exchange_edns},
+    wire::{self, FUDGE, HEADER_LEN, exchange_edns},
 };
 
 /// The smallest payload every DNS transport carries.
 const MIN_PAYLOAD: usize = 512;
 
-/// The header's length, and its bits the rejections copy by hand.
-const HEADER_LEN: usize = 12;
+/// The header's bits the rejections copy by hand.
 const QR: u8 = 0x80;
 const OPCODE_MASK: u8 = 0x78;
 const RD: u8 = 0x01;
@@ -122,7 +121,8 @@ pub struct Rejection {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Reason {
-    /// Not a DNS query, or not exactly one question.
+    /// Not a DNS query, not exactly one question, bytes after the last record, or a TSIG RR
+    /// that is not the last record (RFC 8945 section 5.1).
     Malformed(String),
     /// Not an exchange question (another opcode, name, type or class).
     NotExchange(String),
@@ -207,7 +207,8 @@ pub fn verify_query(bytes: &[u8], keys: &KeyRing, now: u64) -> Result<VerifiedQu
         reason: Reason::Malformed(why),
         response: Some(bare_response(header, ResponseCode::FormErr)),
     };
-    let request = Message::from_vec(bytes).map_err(|e| formerr(e.to_string()))?;
+    // Strict: nothing after the last record, a TSIG only as the last (RFC 8945 section 5.1).
+    let request = wire::read_message(bytes).map_err(formerr)?;
     let [question] = request.queries.as_slice() else {
         return Err(formerr(format!(
             "{} questions, an exchange query has one",

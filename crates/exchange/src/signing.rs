@@ -88,8 +88,10 @@ pub(crate) fn append(
 }
 
 /// The data a received message's TSIG MAC covers, and its TSIG RR's key name and fields.
-/// `message` must already have parsed as a `Message` with a TSIG: hickory's function adds the
-/// header's section counts unchecked, which a successful parse keeps small.
+/// `message` must already have been read by [`crate::wire::read_message`] with a TSIG:
+/// hickory's function adds the header's section counts unchecked, which a successful parse
+/// keeps small, and covers only what comes before the TSIG RR, which that read checks is
+/// last.
 pub(crate) fn covered_data(
     message: &[u8],
     request_mac: Option<&[u8]>,

@@ -3,7 +3,11 @@
 
 use hickory_proto::{
     op::{Message, OpCode, Query as Question, ResponseCode},
-    rr::{Name, RecordType, rdata::tsig::TsigError},
+    rr::{
+        Name, RData, Record, RecordType,
+        rdata::{TXT, tsig::TsigError},
+    },
+    serialize::binary::{BinEncodable, BinEncoder},
 };
 use proptest::prelude::*;
 
@@ -373,6 +377,194 @@ fn malformed_queries_get_formerr_or_nothing() -> TestResult {
     Ok(())
 }
 
+/// A signed exchange query without EDNS, cut in two: the message as signed (ARCOUNT 0) and
+/// its TSIG RR, to be put back wherever a test needs it.
+fn query_and_tsig() -> Result<(Vec<u8>, Vec<u8>), Box<dyn std::error::Error>> {
+    let qname = "api.shop.exchange.healthroute.invalid.";
+    let unsigned = custom_query(qname, RecordType::TXT, OpCode::Query, None, NOW)?;
+    let signed = custom_query(
+        qname,
+        RecordType::TXT,
+        OpCode::Query,
+        Some(&new_key()?),
+        NOW,
+    )?;
+    let tsig = signed.get(unsigned.len()..).ok_or("no TSIG")?.to_vec();
+    Ok((unsigned, tsig))
+}
+
+/// `message` with the header's count at `at` (6 answer, 8 authority, 10 additional) set.
+fn with_count(mut message: Vec<u8>, at: usize, count: u16) -> Vec<u8> {
+    message[at..at + 2].copy_from_slice(&count.to_be_bytes());
+    message
+}
+
+/// `message` with `record` appended as one more additional record.
+fn with_additional(message: &[u8], record: &Record) -> Result<Vec<u8>, Box<dyn std::error::Error>> {
+    let count = u16::from_be_bytes([message[10], message[11]]) + 1;
+    let mut out = with_count(message.to_vec(), 10, count);
+    let mut encoded = Vec::new();
+    record.emit(&mut BinEncoder::new(&mut encoded))?;
+    out.extend_from_slice(&encoded);
+    Ok(out)
+}
+
+/// A TXT record of the exchange question's name.
+fn txt_record() -> Result<Record, Box<dyn std::error::Error>> {
+    Ok(Record::from_rdata(
+        Name::from_ascii("api.shop.exchange.healthroute.invalid.")?,
+        0,
+        RData::TXT(TXT::new(vec!["A".into(), "192.0.2.66".into()])),
+    ))
+}
+
+/// The checks every misplaced-TSIG query shares: FORMERR, header only (a valid DNS response
+/// with the query's ID and no section), counted as `malformed`.
+fn assert_formerr(bytes: &[u8], keys: &KeyRing) -> Result<Reason, Box<dyn std::error::Error>> {
+    let rejection = verify_query(bytes, keys, NOW).err().ok_or("accepted")?;
+    assert_eq!(rejection.label(), "malformed", "{rejection}");
+    let response = rejected_response(&rejection)?;
+    assert_eq!(rejection.response().map(<[u8]>::len), Some(12));
+    assert_eq!(response.response_code, ResponseCode::FormErr);
+    assert_eq!(response.id, u16::from_be_bytes([bytes[0], bytes[1]]));
+    assert!(response.queries.is_empty());
+    assert!(response.signature().is_none());
+    Ok(rejection.reason().clone())
+}
+
+// SEM-X7: RFC 8945 section 5.1, the TSIG "MUST be the last record": bytes after it are
+// covered by no MAC, so a query that carries them is FORMERR, never answered.
+#[test]
+fn bytes_after_the_tsig_get_formerr() -> TestResult {
+    let keys = ring(&[new_key()?])?;
+    let Query { bytes, .. } = Query::new("shop", "api", &keys, NOW)?;
+    for tail in [&[0u8][..], &[0; 4], b"trailing junk", &bytes] {
+        let mut extended = bytes.clone();
+        extended.extend_from_slice(tail);
+        let reason = assert_formerr(&extended, &keys)?;
+        let bytes_after = match tail.len() {
+            1 => "1 byte".to_owned(),
+            n => format!("{n} bytes"),
+        };
+        assert_eq!(
+            reason,
+            Reason::Malformed(format!(
+                "{bytes_after} after the TSIG record, which must end the message (RFC 8945 5.1)"
+            ))
+        );
+    }
+    Ok(())
+}
+
+// SEM-X7: a record after the TSIG in the additional section (an OPT, a TXT, a second TSIG)
+// is FORMERR, even though the MAC covers everything before it.
+#[test]
+fn a_record_after_the_tsig_gets_formerr() -> TestResult {
+    let keys = ring(&[new_key()?])?;
+    let (unsigned, tsig) = query_and_tsig()?;
+    let signed = [unsigned.as_slice(), &tsig].concat();
+    let signed = with_count(signed, 10, 1);
+    let opt = Record::from(&crate::wire::exchange_edns());
+    let queries = [
+        with_additional(&signed, &opt)?,
+        with_additional(&signed, &txt_record()?)?,
+        with_count([signed.as_slice(), &tsig].concat(), 10, 2),
+        // Query::new's own query: OPT then TSIG, and a TXT after them.
+        with_additional(
+            &Query::new("shop", "api", &keys, NOW)?.bytes,
+            &txt_record()?,
+        )?,
+    ];
+    for query in &queries {
+        assert_formerr(query, &keys)?;
+        assert_eq!(
+            crate::wire::check_tsig_last(query),
+            Err("a record after the TSIG record, which must be last (RFC 8945 5.1)".into())
+        );
+    }
+    Ok(())
+}
+
+// SEM-X7: a TSIG in the answer or authority section is FORMERR, whether or not another one
+// ends the additional section.
+#[test]
+fn a_tsig_outside_the_additional_section_gets_formerr() -> TestResult {
+    let keys = ring(&[new_key()?])?;
+    let (unsigned, tsig) = query_and_tsig()?;
+    for (count_at, section) in [(6, "answer"), (8, "authority")] {
+        let moved = with_count([unsigned.as_slice(), &tsig].concat(), count_at, 1);
+        let twice = with_count([moved.as_slice(), &tsig].concat(), 10, 1);
+        for query in [moved, twice] {
+            assert_formerr(&query, &keys)?;
+            assert_eq!(
+                crate::wire::check_tsig_last(&query),
+                Err(format!(
+                    "a TSIG record in the {section} section: it must be the last additional record (RFC 8945 5.1)"
+                ))
+            );
+        }
+    }
+    Ok(())
+}
+
+// SEM-X7: the same queries, intact, are answered: strictness refuses only what follows the
+// TSIG.
+#[test]
+fn the_intact_signed_query_is_answered() -> TestResult {
+    let keys = ring(&[new_key()?])?;
+    let (unsigned, tsig) = query_and_tsig()?;
+    let bare = with_count([unsigned.as_slice(), &tsig].concat(), 10, 1);
+    let Query { bytes, pending } = Query::new("shop", "api", &keys, NOW)?;
+    for query in [&bare, &bytes] {
+        assert_eq!(crate::wire::check_tsig_last(query), Ok(()));
+        let verified = verify_query(query, &keys, NOW)?;
+        assert_eq!(verified.group(), ("shop", "api"));
+    }
+    let verified = verify_query(&bytes, &keys, NOW)?;
+    let answer = encode_answer(&verified, &healthy(), NOW, TCP);
+    assert_eq!(pending.read_answer(&answer, NOW)?, healthy());
+    Ok(())
+}
+
+// SEM-X7, the client's side: an answer with anything after its TSIG is never accepted, and
+// the status says what followed it.
+#[test]
+fn answers_with_data_after_the_tsig_fail() -> TestResult {
+    let keys = ring(&[new_key()?])?;
+    let Query { bytes, pending } = Query::new("shop", "api", &keys, NOW)?;
+    let verified = verify_query(&bytes, &keys, NOW)?;
+    let answer = encode_answer(&verified, &healthy(), NOW, TCP);
+    let mut extended = answer.clone();
+    extended.extend_from_slice(&[0; 3]);
+    let err = pending
+        .read_answer(&extended, NOW)
+        .err()
+        .ok_or("accepted")?;
+    assert_eq!(err.label(), "malformed");
+    assert_eq!(
+        err.to_string(),
+        "peer's answer is not a DNS response: 3 bytes after the TSIG record, which must end the message (RFC 8945 5.1)"
+    );
+    let err = pending
+        .read_answer(&with_additional(&answer, &txt_record()?)?, NOW)
+        .err()
+        .ok_or("accepted")?;
+    assert!(matches!(err, ExchangeError::Malformed { .. }), "{err}");
+    // Unsigned answers are read as strictly: bytes after the last record are malformed.
+    let mut message = Message::from_vec(&answer)?;
+    message.signature = None;
+    let mut unsigned = message.to_vec()?;
+    unsigned.push(0);
+    assert_eq!(
+        pending.read_answer(&unsigned, NOW),
+        Err(ExchangeError::Malformed {
+            reason: "1 byte after the last record".into()
+        })
+    );
+    assert_eq!(pending.read_answer(&answer, NOW)?, healthy());
+    Ok(())
+}
+
 #[test]
 fn rotation_accepts_old_and_new_and_answers_with_the_key_used() -> TestResult {
     let server = ring(&[new_key()?, old_key()?])?;
@@ -587,6 +779,8 @@ proptest! {
         let keys = ring(&[new_key().map_err(|e| TestCaseError::fail(e.to_string()))?])
             .map_err(|e| TestCaseError::fail(e.to_string()))?;
         let _ = verify_query(&bytes, &keys, NOW);
+        // The walk behind SEM-X7 also runs alone: most of these bytes never parse.
+        let _ = crate::wire::check_tsig_last(&bytes);
         let query = Query::new("shop", "api", &keys, NOW).map_err(|e| TestCaseError::fail(e.to_string()))?;
         let _ = query.pending.read_answer(&bytes, NOW);
     }
@@ -610,6 +804,28 @@ proptest! {
             mutated.truncate(cut % (original.len() + 1));
             let _ = verify_query(&mutated, &keys, NOW);
             let _ = pending.read_answer(&mutated, NOW);
+            let _ = crate::wire::check_tsig_last(&mutated);
         }
+    }
+
+    // SEM-X7: whatever follows a signed query's TSIG, the query is FORMERR and malformed, and
+    // whatever follows a signed answer's, the answer is malformed.
+    #[test]
+    fn anything_after_the_tsig_is_malformed(tail in proptest::collection::vec(any::<u8>(), 1..80)) {
+        let fail = |e: &dyn std::fmt::Display| TestCaseError::fail(e.to_string());
+        let keys = ring(&[new_key().map_err(|e| fail(&e))?]).map_err(|e| fail(&e))?;
+        let Query { bytes, pending } = Query::new("shop", "api", &keys, NOW).map_err(|e| fail(&e))?;
+        let verified = verify_query(&bytes, &keys, NOW).map_err(|e| fail(&e))?;
+        let answer = encode_answer(&verified, &healthy(), NOW, TCP);
+        let query = [bytes.as_slice(), &tail].concat();
+        let rejection = verify_query(&query, &keys, NOW).err();
+        prop_assert_eq!(rejection.as_ref().map(Rejection::label), Some("malformed"));
+        let response = rejection.as_ref().and_then(Rejection::response).map(Message::from_vec);
+        prop_assert!(
+            matches!(&response, Some(Ok(m)) if m.response_code == ResponseCode::FormErr),
+            "{:?}", response
+        );
+        let read = pending.read_answer(&[answer.as_slice(), &tail].concat(), NOW);
+        prop_assert!(matches!(read, Err(ExchangeError::Malformed { .. })), "{:?}", read);
     }
 }

@@ -766,15 +766,22 @@ fn autoshift_lines(compiler: &Compiler, manifests: &Manifests, key_text: &str, o
         let Some(status) = compiler.autoshift_status(akey) else {
             continue;
         };
-        let state = match &status.active_zone {
-            Some(zone) => format!("autoshift Active away from {zone}"),
-            None => "autoshift Inactive".to_owned(),
+        // As the operator's status: why it cannot be used (AS1), else the autoshift and why.
+        let line = match (compiler.autoshift_invalid(akey), &status.active_zone) {
+            (Some(why), _) => format!(
+                "the configuration cannot be used ({}): {why}",
+                why.reason.as_str()
+            ),
+            (None, Some(zone)) => format!(
+                "autoshift Active away from {zone}: {}",
+                status.message.as_deref().unwrap_or("")
+            ),
+            (None, None) => format!(
+                "autoshift Inactive: {}",
+                status.message.as_deref().unwrap_or("")
+            ),
         };
-        let _ = writeln!(
-            out,
-            "zonal autoshift {akey}: {state}: {}",
-            status.message.as_deref().unwrap_or("")
-        );
+        let _ = writeln!(out, "zonal autoshift {akey}: {line}");
         for shift in &status.shifts {
             let applied = shift
                 .status

@@ -7,6 +7,8 @@
 //!   checker views ──▶ Compiler (H1: probes run on their own schedule; queries never wait)
 //!   next deadline (shift expiry, stale checker, autoshift hold time, practice run) ──▶ compile again
 //!   autoshift events (AS11) ──▶ a log line each, and AutoshiftMetrics (/metrics)
+//!   unusable configurations (AS1) ──▶ a log line when one becomes so or its reason changes,
+//!                                     and healthroute_autoshift_configuration_invalid
 //! ```
 //!
 //! Time is the system clock here: the compiler is given `Timestamp::now()` at each compile.
@@ -26,8 +28,9 @@ use healthroute_checker::CheckerEvent;
 
 use crate::error::Error;
 use crate::manifest_dir::{self, ManifestFile};
+use healthroute_compiler::autoshift::InvalidConfiguration;
 use healthroute_compiler::manifests::{AppliedKeys, Manifests};
-use healthroute_compiler::{AutoshiftEvent, Compiler, ServedZones};
+use healthroute_compiler::{AutoshiftEvent, Compiler, ObjectKey, ServedZones};
 use healthroute_table::{RoutingTable, Value};
 use jiff::Timestamp;
 use tokio::sync::{mpsc, watch};
@@ -49,6 +52,8 @@ pub struct Standalone {
     /// Called with the manifests after each good load (the checker follows the checks).
     on_manifests: Box<dyn FnMut(&Manifests) + Send>,
     autoshift: Arc<AutoshiftMetrics>,
+    /// The ZonalAutoshifts that cannot be used, as last told (AS1).
+    invalid: BTreeMap<ObjectKey, InvalidConfiguration>,
 }
 
 impl Standalone {
@@ -68,6 +73,7 @@ impl Standalone {
             tables,
             on_manifests,
             autoshift: Arc::default(),
+            invalid: BTreeMap::new(),
         }
     }
 
@@ -120,6 +126,7 @@ impl Standalone {
         if !report.autoshift_events.is_empty() {
             self.tell_autoshift_events(&report.autoshift_events);
         }
+        self.tell_invalid_configurations();
         // The groups whose outcome changed, not every group: at 100,000 groups a walk over
         // all of them cost more than serving the change.
         for key in &report.changed_groups {
@@ -169,6 +176,37 @@ impl Standalone {
             }
         }
         self.autoshift.set_active(active);
+    }
+
+    /// AS1: standalone mode writes no status, so a configuration that cannot be used says why
+    /// in the log, once when it becomes so and again when its reason changes (not at every
+    /// compile), and in `healthroute_autoshift_configuration_invalid` while it lasts.
+    fn tell_invalid_configurations(&mut self) {
+        let invalid: BTreeMap<ObjectKey, InvalidConfiguration> = self
+            .compiler
+            .autoshift_keys()
+            .filter_map(|k| Some((k.clone(), self.compiler.autoshift_invalid(k)?.clone())))
+            .collect();
+        if invalid == self.invalid {
+            return;
+        }
+        for (key, why) in &invalid {
+            if self.invalid.get(key) != Some(why) {
+                tracing::warn!(zonal_autoshift = %key, reason = why.reason.as_str(), "{key}: the configuration cannot be used: {why}");
+            }
+        }
+        for key in self.invalid.keys().filter(|k| !invalid.contains_key(*k)) {
+            if self.compiler.autoshift_keys().any(|k| k == key) {
+                tracing::info!(zonal_autoshift = %key, "{key}: the configuration is in use");
+            }
+        }
+        self.autoshift.set_invalid(
+            invalid
+                .iter()
+                .map(|(k, why)| (k.to_string(), why.reason.as_str()))
+                .collect(),
+        );
+        self.invalid = invalid;
     }
 
     /// Runs until `shutdown` fires: polls the directory, applies checker events, recompiles.
@@ -240,6 +278,8 @@ struct AutoshiftCounts {
     active: BTreeMap<String, i64>,
     outcomes: BTreeMap<&'static str, u64>,
     not_started: BTreeMap<&'static str, u64>,
+    /// The configurations that cannot be used now (`namespace/name`), with their reason.
+    invalid: BTreeMap<String, &'static str>,
 }
 
 impl AutoshiftMetrics {
@@ -251,6 +291,9 @@ impl AutoshiftMetrics {
     }
     fn count_not_started(&self, reason: &'static str) {
         *self.counts().not_started.entry(reason).or_default() += 1;
+    }
+    fn set_invalid(&self, now: BTreeMap<String, &'static str>) {
+        self.counts().invalid = now;
     }
     fn set_active(&self, now: BTreeMap<String, i64>) {
         let mut counts = self.counts();
@@ -303,6 +346,18 @@ impl Collector for AutoshiftCollector {
                 .not_started
                 .iter()
                 .map(|(reason, n)| ([("reason", *reason)], *n)),
+        )?;
+        // A series only while the configuration cannot be used: fixing it (or deleting it)
+        // ends the series, as the condition it stands for ends.
+        out.gauges(
+            "healthroute_autoshift_configuration_invalid",
+            "ZonalAutoshift configurations that cannot be used (1), with why in a word; the log and the simulator say it in words.",
+            counts.invalid.iter().map(|(config, reason)| {
+                (
+                    [("zonal_autoshift", config.as_str()), ("reason", *reason)],
+                    1,
+                )
+            }),
         )
     }
 }

@@ -403,3 +403,104 @@ fn the_simulator_shows_autoshifts_and_practice_runs() {
         "{out}"
     );
 }
+
+/// The fleet's ZonalAutoshift with a 6 s hold time, practice runs of `duration` every
+/// `cadence`, and `extra` in `practiceRun`.
+fn fleet_with(duration: &str, cadence: &str, extra: &str) -> String {
+    format!(
+        "apiVersion: healthroute.io/v1alpha1\nkind: ZonalAutoshift\nmetadata: {{name: fleet, namespace: t}}\n\
+         spec:\n  target: {{selector: {{matchLabels: {{tier: frontend}}}}}}\n  autoshift: Enabled\n  detection: {{holdTime: 6s}}\n\
+         \x20 practiceRun:\n    outcomeAlarms: [{{name: outcome}}]\n    duration: {duration}\n    cadence: {cadence}\n{extra}"
+    )
+}
+
+const INVALID: &str = "healthroute_autoshift_configuration_invalid";
+
+// SEM-AS1 SEM-AS11: standalone mode says why a configuration cannot be used: one log line
+// with the reason when it becomes so and one when the reason changes (not one per compile),
+// the gauge with the reason while it lasts, and the simulator's answer. Usable again, it
+// shifts, and its 6s hold time is shown as 6s (not PT6S).
+#[test]
+fn an_unusable_configuration_says_why() {
+    let (dir, backends) = setup("as-unusable");
+    let write = |text: String| std::fs::write(dir.join("autoshift.yaml"), text).expect("write");
+    write(fleet_with("1h", "1h", ""));
+    let r = Resolver::start(&dir, &["--zone-name", "zone-a"]);
+    let cadence =
+        format!("{INVALID}{{zonal_autoshift=\"t/fleet\",reason=\"CadenceNotLongerThanDuration\"}}");
+    eventually(Duration::from_secs(5), || {
+        sample(&r.metrics(), &cadence) == Some(1.0)
+    })
+    .unwrap_or_else(|| panic!("{cadence} 1:\n{}", r.metrics()));
+    let why = "t/fleet: the configuration cannot be used: practiceRun.cadence 1h must be longer than its duration 1h";
+
+    // The simulator, on the same files, says why as the status would.
+    let out = crate::support::resolver()
+        .args(["simulate", "--manifests"])
+        .arg(&dir)
+        .args(["--queries", "10", "api.example.com"])
+        .output()
+        .expect("runs simulate");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success()
+            && stdout.contains(
+                "zonal autoshift t/fleet: the configuration cannot be used (CadenceNotLongerThanDuration): practiceRun.cadence 1h must be longer than its duration 1h"
+            ),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Compiles go on (probes every second); another reason is told once more.
+    std::thread::sleep(Duration::from_millis(1500));
+    write(fleet_with(
+        "1h",
+        "2h",
+        "    blockedDates: [\"2026-02-30\"]\n",
+    ));
+    let date = format!("{INVALID}{{zonal_autoshift=\"t/fleet\",reason=\"BadDate\"}}");
+    eventually(Duration::from_secs(5), || {
+        let m = r.metrics();
+        sample(&m, &date) == Some(1.0) && sample(&m, &cadence).is_none()
+    })
+    .unwrap_or_else(|| panic!("{date} 1 alone:\n{}", r.metrics()));
+
+    // Usable: the series ends, and the autoshift works, its hold time as written.
+    write(fleet_with("1h", "2h", ""));
+    eventually(Duration::from_secs(5), || {
+        !r.metrics().contains(&format!("{INVALID}{{"))
+    })
+    .unwrap_or_else(|| panic!("no {INVALID} sample:\n{}", r.metrics()));
+    for b in &backends.zone_a {
+        b.stop();
+    }
+    eventually(Duration::from_secs(10), || {
+        extra_from_zone_a(&r) == Some(false)
+    })
+    .expect("extra moves away from zone-a");
+    for b in &backends.zone_a {
+        b.restart();
+    }
+    eventually(Duration::from_secs(15), || {
+        extra_from_zone_a(&r) == Some(true)
+    })
+    .expect("traffic returns to zone-a after the hold time");
+
+    let log = log_of(r);
+    let lines = |text: &str| log.lines().filter(|l| l.contains(text)).count();
+    assert_eq!(lines(why), 1, "once, not per compile:\n{log}");
+    assert_eq!(
+        lines(
+            "t/fleet: the configuration cannot be used: practiceRun: blocked date \"2026-02-30\""
+        ),
+        1,
+        "{log}"
+    );
+    assert!(
+        log.contains("reason=\"CadenceNotLongerThanDuration\"")
+            && log.contains("t/fleet: the configuration is in use")
+            && log.contains("(6s hold time)")
+            && !log.contains("PT6S"),
+        "{log}"
+    );
+}

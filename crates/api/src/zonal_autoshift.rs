@@ -377,6 +377,66 @@ impl NotStartedReason {
     }
 }
 
+/// Why a ZonalAutoshift's configuration cannot be used (SEMANTICS AS1), in a word: the
+/// `reason` label of `healthroute_autoshift_configuration_invalid`. A fixed set, one per check
+/// the engine makes of a spec that the CRD schema cannot make (or that a manifest file
+/// skipped); the message says which field and value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum InvalidConfigurationReason {
+    /// A percentage outside its range.
+    PercentOutOfRange,
+    /// A duration not written as `1h30m`, or outside its range.
+    BadDuration,
+    /// `practiceRun.outcomeAlarms` is empty.
+    NoOutcomeAlarm,
+    /// `practiceRun.cadence` is not longer than `practiceRun.duration`.
+    CadenceNotLongerThanDuration,
+    /// A blocked date that is not a date (`2026-02-30`).
+    BadDate,
+    /// A blocked or allowed window that does not read, or is empty.
+    BadWindow,
+    /// `autoshift: Enabled` without a `practiceRun`.
+    PracticeRunRequired,
+}
+
+impl InvalidConfigurationReason {
+    pub const ALL: [InvalidConfigurationReason; 7] = [
+        InvalidConfigurationReason::PercentOutOfRange,
+        InvalidConfigurationReason::BadDuration,
+        InvalidConfigurationReason::NoOutcomeAlarm,
+        InvalidConfigurationReason::CadenceNotLongerThanDuration,
+        InvalidConfigurationReason::BadDate,
+        InvalidConfigurationReason::BadWindow,
+        InvalidConfigurationReason::PracticeRunRequired,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InvalidConfigurationReason::PercentOutOfRange => "PercentOutOfRange",
+            InvalidConfigurationReason::BadDuration => "BadDuration",
+            InvalidConfigurationReason::NoOutcomeAlarm => "NoOutcomeAlarm",
+            InvalidConfigurationReason::CadenceNotLongerThanDuration => {
+                "CadenceNotLongerThanDuration"
+            }
+            InvalidConfigurationReason::BadDate => "BadDate",
+            InvalidConfigurationReason::BadWindow => "BadWindow",
+            InvalidConfigurationReason::PracticeRunRequired => "PracticeRunRequired",
+        }
+    }
+}
+
+/// A duration as the specs write one and as people read it (AS11): hours, minutes and
+/// seconds, each only when not zero, largest first, no spaces: `6s`, `30m`, `1h30m`, `168h`,
+/// `0s` (Go's and Kubernetes' form without its zero units, and what
+/// [`parse_duration`](crate::parse_duration) reads). Whole seconds: a fraction is dropped.
+/// Messages show a spec's duration as the user wrote it where they have that text, and this
+/// otherwise (never jiff's `Display`, which is ISO 8601: `PT6S`).
+pub fn format_duration(duration: jiff::SignedDuration) -> String {
+    use jiff::fmt::friendly::{Spacing, SpanPrinter};
+    static PRINTER: SpanPrinter = SpanPrinter::new().spacing(Spacing::None);
+    PRINTER.duration_to_string(&jiff::SignedDuration::from_secs(duration.as_secs()))
+}
+
 /// A shift a ZonalAutoshift holds: its name (`<config>:autoshift` or `<config>:practice-run`),
 /// its zone, and its status as a ZonalShift's (with `type`).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, schemars::JsonSchema)]
@@ -436,6 +496,31 @@ impl PracticeRunRequest {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // SEM-AS1 SEM-AS11: durations are shown as specs write them (`6s`, `1h30m`), never as ISO
+    // 8601 (`PT6S`); what is shown reads back as the same duration.
+    #[test]
+    fn durations_are_shown_as_specs_write_them() {
+        use jiff::SignedDuration;
+        for (secs, shown) in [
+            (6, "6s"),
+            (60, "1m"),
+            (90, "1m30s"),
+            (1800, "30m"),
+            (3600, "1h"),
+            (5400, "1h30m"),
+            (3630, "1h30s"),
+            (168 * 3600, "168h"),
+            (2160 * 3600, "2160h"),
+            (0, "0s"),
+        ] {
+            let d = SignedDuration::from_secs(secs);
+            assert_eq!(format_duration(d), shown, "{secs}s");
+            assert_eq!(crate::parse_duration(shown), Ok(secs as u64), "{shown}");
+        }
+        assert_eq!(format_duration(SignedDuration::new(6, 700_000_000)), "6s");
+        assert_eq!(format_duration(SignedDuration::from_secs(-90)), "-1m30s");
+    }
 
     // SEM-AS10: the annotation's forms; anything else is named.
     #[test]

@@ -12,6 +12,7 @@ use healthroute_api::{
 use healthroute_table::{RoutingTable, Selection, Value};
 use jiff::Timestamp;
 
+use crate::autoshift::InvalidConfiguration;
 use crate::error::Error;
 use crate::group::GroupOutcome;
 use crate::health::CheckHealth;
@@ -164,6 +165,11 @@ impl Compiler {
     /// Why a ZonalAutoshift's configuration cannot be used, if it cannot (AS1).
     pub fn autoshift_error(&self, key: &ObjectKey) -> Option<&str> {
         self.engines.get(key)?.error()
+    }
+
+    /// [`Compiler::autoshift_error`] with its reason, the label of standalone mode's metric.
+    pub fn autoshift_invalid(&self, key: &ObjectKey) -> Option<&InvalidConfiguration> {
+        self.engines.get(key)?.invalid()
     }
 
     /// What the shift `shift` does to each group `target` names in its namespace (Z5, Z6, AS5).

@@ -29,12 +29,15 @@ use healthroute_api::{
     AutoshiftState, NotStartedReason, OUTCOMES_KEPT, ObjectKey, PracticeRunNotStarted,
     PracticeRunOutcome, PracticeRunRecord, PracticeRunRequest, RequestAction, RunningPracticeRun,
     ShiftType, ZonalAutoshift, ZonalAutoshiftSpec, ZonalAutoshiftStatus, ZoneDetection,
+    format_duration,
 };
 use jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
 
 use detect::{GroupZoneHealth, NodeCount, Verdict};
 use settings::{PracticeSettings, Settings};
+
+pub use settings::InvalidConfiguration;
 
 /// A ZonalAutoshift as the compiler sees it.
 #[derive(Clone, Debug, PartialEq)]
@@ -205,7 +208,7 @@ pub struct Engine {
     not_started: Option<PracticeRunNotStarted>,
     last_request: Option<String>,
     /// Why the configuration cannot be read, when it cannot.
-    error: Option<String>,
+    error: Option<InvalidConfiguration>,
     /// When the outputs change with no input changing.
     wake: Option<Timestamp>,
 }
@@ -318,9 +321,14 @@ impl Engine {
         }
     }
 
-    /// Why the configuration cannot be used, if it cannot.
+    /// Why the configuration cannot be used, if it cannot: the message.
     pub fn error(&self) -> Option<&str> {
-        self.error.as_deref()
+        self.error.as_ref().map(|e| e.message.as_str())
+    }
+
+    /// Why the configuration cannot be used, if it cannot: the reason and the message.
+    pub fn invalid(&self) -> Option<&InvalidConfiguration> {
+        self.error.as_ref()
     }
 
     /// Brings the state to `now` (AS3-AS10) and returns what happened.
@@ -335,13 +343,14 @@ impl Engine {
         let settings = match Settings::parse(&input.spec) {
             Ok(s) => s,
             Err(e) => {
-                // An unreadable configuration holds nothing (AS1).
-                self.end_autoshift(config, now, "the configuration cannot be used", &mut events);
+                // An unreadable configuration holds nothing (AS1), and what it ends says why.
+                let why = format!("the configuration cannot be used: {e}");
+                self.end_autoshift(config, now, &why, &mut events);
                 self.end_run(
                     config,
                     now,
                     PracticeRunOutcome::Interrupted,
-                    format!("the configuration cannot be used: {e}"),
+                    why,
                     &mut events,
                 );
                 self.error = Some(e);
@@ -427,7 +436,7 @@ impl Engine {
             }
             let message = format!(
                 "{} has been healthy since {since} ({} hold time)",
-                a.zone, settings.hold
+                a.zone, settings.hold_written
             );
             self.end_autoshift(config, now, &message, events);
             // Another zone impaired meanwhile may be shifted away from now (below).
@@ -613,7 +622,7 @@ impl Engine {
                 Succeeded,
                 format!(
                     "ran {} with no outcome alarm in ALARM",
-                    run.end_time.0.duration_since(run.start_time.0)
+                    format_duration(run.end_time.0.duration_since(run.start_time.0))
                 ),
             ));
         }

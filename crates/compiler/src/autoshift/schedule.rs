@@ -9,7 +9,7 @@
 
 use std::collections::BTreeSet;
 
-use healthroute_api::NotStartedReason;
+use healthroute_api::{InvalidConfigurationReason, NotStartedReason};
 use jiff::{SignedDuration, Timestamp};
 
 const DAY: i64 = 86_400;
@@ -93,24 +93,28 @@ pub struct Calendar {
 
 impl Calendar {
     /// Reads the configuration's dates and windows; the error names the first bad one.
-    pub fn parse(dates: &[String], blocked: &[String], allowed: &[String]) -> Result<Self, String> {
+    pub fn parse(
+        dates: &[String],
+        blocked: &[String],
+        allowed: &[String],
+    ) -> Result<Self, (InvalidConfigurationReason, String)> {
+        use InvalidConfigurationReason::{BadDate, BadWindow};
         let mut cal = Calendar::default();
         for d in dates {
             let date: jiff::civil::Date = d
                 .parse()
-                .map_err(|e| format!("blocked date {d:?} is not a date: {e}"))?;
+                .map_err(|e| (BadDate, format!("blocked date {d:?} is not a date: {e}")))?;
             let midnight = date
                 .to_zoned(jiff::tz::TimeZone::UTC)
-                .map_err(|e| format!("blocked date {d:?}: {e}"))?
+                .map_err(|e| (BadDate, format!("blocked date {d:?}: {e}")))?
                 .timestamp()
                 .as_second();
             cal.blocked_dates.insert(midnight.div_euclid(DAY));
         }
-        for w in blocked {
-            cal.blocked.push((Window::parse(w)?, w.clone()));
-        }
-        for w in allowed {
-            cal.allowed.push((Window::parse(w)?, w.clone()));
+        for (windows, into) in [(blocked, &mut cal.blocked), (allowed, &mut cal.allowed)] {
+            for w in windows {
+                into.push((Window::parse(w).map_err(|e| (BadWindow, e))?, w.clone()));
+            }
         }
         Ok(cal)
     }
@@ -228,7 +232,9 @@ mod tests {
         ] {
             assert!(Window::parse(bad).is_err(), "{bad}");
         }
-        let e = Calendar::parse(&["2026-02-30".into()], &[], &[]).expect_err("no such day");
+        let (reason, e) =
+            Calendar::parse(&["2026-02-30".into()], &[], &[]).expect_err("no such day");
+        assert_eq!(reason, InvalidConfigurationReason::BadDate);
         assert!(e.contains("2026-02-30"), "{e}");
     }
 

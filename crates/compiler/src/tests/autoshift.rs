@@ -553,6 +553,11 @@ fn practice_runs_follow_the_cadence_and_rotate_over_the_zones() {
         st.outcomes[0].end_time.as_ref().map(|t| t.0),
         Some(at(week + 1800))
     );
+    assert_eq!(
+        st.outcomes[0].message.as_deref(),
+        Some("ran 30m with no outcome alarm in ALARM"),
+        "the length as a spec writes it"
+    );
     assert_eq!(st.next_practice_run.map(|t| t.0), Some(at(2 * week)));
     for g in GROUPS {
         for z in ZONES {
@@ -812,6 +817,71 @@ fn an_unusable_configuration_holds_nothing() {
     assert!(
         c.autoshift_error(&key("fleet"))
             .is_some_and(|e| e.contains("2027-02-30"))
+    );
+}
+
+// SEM-AS1 SEM-AS11: the reason a configuration cannot be used survives: in the end of the
+// autoshift it held, in the status, and in what the compiler answers (with the metric's
+// reason); it goes when the configuration is usable again. A hold time is shown as written
+// (`6s`, not `PT6S`).
+#[test]
+fn the_reason_a_configuration_cannot_be_used_survives() {
+    use healthroute_api::InvalidConfigurationReason;
+    /// What a compile's engine said: `started`, or `ended: ` and why.
+    fn told(r: &crate::CompileReport) -> Vec<String> {
+        r.autoshift_events
+            .iter()
+            .map(|e| match e {
+                AutoshiftEvent::AutoshiftStarted { .. } => "started".to_owned(),
+                AutoshiftEvent::AutoshiftEnded { message, .. } => format!("ended: {message}"),
+                other => format!("{other:?}"),
+            })
+            .collect()
+    }
+    let mut c = fleet(|s| {
+        s.detection = Some(healthroute_api::DetectionSpec {
+            hold_time: Some("6s".into()),
+            ..Default::default()
+        })
+    });
+    c.assume_impaired(Some("zone-a".into()));
+    assert_eq!(told(&c.compile(at(1))), ["started"]);
+    let usable = fleet_spec(&c);
+    let mut spec = usable.clone();
+    if let Some(p) = spec.practice_run.as_mut() {
+        p.duration = Some("1h".into());
+        p.cadence = Some("1h".into());
+    }
+    c.upsert_autoshift(key("fleet"), autoshift_input(spec));
+    let r = c.compile(at(2));
+    let why = "the configuration cannot be used: practiceRun.cadence 1h must be longer than its duration 1h";
+    assert_eq!(told(&r), [format!("ended: {why}")]);
+    assert_eq!(
+        r.autoshift_events[0].to_string(),
+        format!("shop/fleet: autoshift away from zone-a ended: {why}")
+    );
+    assert_eq!(status(&c).message.as_deref(), Some(why));
+    let invalid = c.autoshift_invalid(&key("fleet")).expect("unusable");
+    assert_eq!(
+        invalid.reason,
+        InvalidConfigurationReason::CadenceNotLongerThanDuration
+    );
+    assert_eq!(
+        c.autoshift_error(&key("fleet")),
+        Some("practiceRun.cadence 1h must be longer than its duration 1h")
+    );
+    // A later compile changes nothing and says nothing more.
+    assert!(told(&c.compile(at(3))).is_empty());
+
+    c.upsert_autoshift(key("fleet"), autoshift_input(usable));
+    assert_eq!(told(&c.compile(at(4))), ["started"]);
+    assert_eq!(c.autoshift_invalid(&key("fleet")), None);
+    c.assume_impaired(None);
+    c.compile(at(10));
+    let ended = told(&c.compile(at(16)));
+    assert!(
+        ended.len() == 1 && ended[0].ends_with("(6s hold time)"),
+        "{ended:?}"
     );
 }
 

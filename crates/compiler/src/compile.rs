@@ -451,6 +451,7 @@ impl Compiler {
             self.served(t).map(|g| group::AliasTargetState {
                 record_type: g.record_type,
                 healthy: self.outcomes.get(t).is_some_and(|o| o.healthy),
+                answers: answers_something(&g.selection),
             })
         };
         let env = group::GroupEnv {
@@ -578,5 +579,19 @@ impl Compiler {
             Err(r) if r.reason == reasons::NAME_CONFLICT => None,
             Err(_) => self.last_good.get(key).cloned(),
         }
+    }
+}
+
+/// Whether a compiled selection answers anything: a value, or an alias (whose own target is
+/// not looked through, so that a change further down a chain never has to recompile the
+/// groups at its top).
+fn answers_something(selection: &healthroute_table::Selection<healthroute_table::Value>) -> bool {
+    use healthroute_table::{Selection, Target};
+    match selection {
+        Selection::MultiValue { pool, .. } => !pool.is_empty(),
+        other => other.answers().iter().any(|a| match &a.target {
+            Target::Values(values) => !values.is_empty(),
+            Target::Alias(_) => true,
+        }),
     }
 }

@@ -74,6 +74,9 @@ pub struct AliasTargetState {
     pub record_type: RecordType,
     /// The target has a healthy record by its own policy (not its last resort).
     pub healthy: bool,
+    /// The target answers something: a value, or an alias of its own (whose target is not
+    /// looked through). A target with no value anywhere answers nothing (R4).
+    pub answers: bool,
 }
 
 /// An active shift that targets the group being compiled.
@@ -336,6 +339,8 @@ struct Evaluated {
     /// Values answered under last resort (all of them).
     all_values: Vec<Value>,
     alias: Option<ObjectKey>,
+    /// An alias's target answers something (R4); false for other records.
+    alias_answers: bool,
     reason: Option<String>,
     /// The zone of each value that has one (a static record's `zone`, an endpoint's zone).
     zones: Vec<(Value, Arc<str>)>,
@@ -353,13 +358,15 @@ impl Evaluated {
         }
     }
     fn answerable(&self, last_resort: bool) -> bool {
-        self.alias.is_some()
-            || !(if last_resort {
-                &self.all_values
-            } else {
-                &self.healthy_values
-            })
-            .is_empty()
+        if self.alias.is_some() {
+            return self.alias_answers;
+        }
+        !(if last_resort {
+            &self.all_values
+        } else {
+            &self.healthy_values
+        })
+        .is_empty()
     }
 }
 
@@ -563,6 +570,7 @@ fn evaluate_record(
     }
     let mut healthy_values = Vec::new();
     let mut all_values = Vec::new();
+    let mut alias_answers = false;
     let mut zones: Vec<(Value, Arc<str>)> = Vec::new();
     // AS2: health before any shift, for detection; only the record's check so far.
     let check_ok = reasons_down.is_empty();
@@ -697,6 +705,7 @@ fn evaluate_record(
                 healthy_values,
                 all_values,
                 alias: None,
+                alias_answers: false,
                 reason: Some(n.into()),
                 zones,
                 unshifted,
@@ -724,7 +733,15 @@ fn evaluate_record(
     } else if let Some(target) = &p.alias {
         // R4: the alias is healthy when its target is (with evaluateTargetHealth).
         let evaluate = r.alias.as_ref().is_some_and(|a| a.evaluate_target_health);
-        match (env.alias_target)(target) {
+        let state = (env.alias_target)(target);
+        // S7: under the last resort the target answers by its own, so it takes part while it
+        // has anything to answer with.
+        alias_answers = state.as_ref().is_some_and(|t| t.answers);
+        match state {
+            // S6: a target with nothing to answer is never an answer, whatever the flag.
+            Some(t) if !t.answers => {
+                reasons_down.push(format!("alias target {} answers nothing", target.name))
+            }
             Some(t) if evaluate && !t.healthy => reasons_down.push(format!(
                 "alias target {} has no healthy record",
                 target.name
@@ -747,6 +764,7 @@ fn evaluate_record(
         healthy_values,
         all_values,
         alias: p.alias.clone(),
+        alias_answers,
         reason: (!reasons_down.is_empty()).then(|| reasons_down.join("; ")),
         zones,
         unshifted,
@@ -975,8 +993,17 @@ fn select(
             let winner = order.iter().copied().find(|&i| evaluated[i].healthy);
             let (i, lr) = match winner {
                 Some(i) => (i, false),
-                // S4: both (all) unhealthy: the primary answers.
-                None => (order[0], true),
+                // S4: both (all) unhealthy: the primary answers, unless it has nothing to
+                // answer with (X3: a peer record that never had values takes no part in the
+                // last resort); then the first tier that has (S6).
+                None => (
+                    order
+                        .iter()
+                        .copied()
+                        .find(|&i| evaluated[i].answerable(true))
+                        .unwrap_or(order[0]),
+                    true,
+                ),
             };
             for (j, note) in notes.iter_mut().enumerate() {
                 let tier = spec.records[j].failover.as_ref().map_or(0, |f| f.tier());

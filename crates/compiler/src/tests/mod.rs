@@ -9,6 +9,7 @@
 //!   checks.rs         H1, H7–H14: stale checkers, heartbeats, Metric checks
 //!   zone_affinity.rs  A1–A5
 //!   incremental.rs    what a change recompiles, and lighter compilers
+//!   invariants.rs     the generated search over every combination (S1-S6, X2-X3, Z6, A4)
 //!   peers.rs          X2-X5: peer sources
 //!   autoshift.rs      AS1–AS12: zonal autoshift and practice runs, on a driven clock
 //! ```
@@ -16,6 +17,7 @@
 mod autoshift;
 mod checks;
 mod incremental;
+mod invariants;
 mod peers;
 mod records;
 mod rejections;

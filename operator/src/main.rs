@@ -95,6 +95,8 @@ struct Args {
     log_json: bool,
 }
 
+/// A start-up error is said once, as `error: ...` on stderr, as the resolver says its own:
+/// the log goes to stderr as well, and a log line could be filtered out by `RUST_LOG`.
 fn main() -> ExitCode {
     let args = Args::parse();
     let log_format = if args.log_json {
@@ -120,23 +122,28 @@ fn main() -> ExitCode {
     match runtime.block_on(run(args)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            tracing::error!("{e}");
+            eprintln!("error: {e}");
             ExitCode::from(2)
         }
     }
+}
+
+/// The push key in `path` (P12). A mistake is told by the file's name and the key's length,
+/// never its content (SEM-X10).
+fn push_key(path: &std::path::Path) -> Result<healthroute_table::push::PushKey, Error> {
+    let failed = |reason: String| Error::PushKey {
+        path: path.display().to_string(),
+        reason,
+    };
+    let secret = std::fs::read(path).map_err(|e| failed(e.to_string()))?;
+    healthroute_table::push::PushKey::new(&secret).map_err(|e| failed(e.to_string()))
 }
 
 async fn run(args: Args) -> Result<(), Error> {
     let zones = ServedZones::new(&args.zones)?;
     let push_key = match &args.push_key_file {
         Some(path) => {
-            let failed = |reason: String| Error::PushKey {
-                path: path.display().to_string(),
-                reason,
-            };
-            let secret = std::fs::read(path).map_err(|e| failed(e.to_string()))?;
-            let key = healthroute_table::push::PushKey::new(&secret)
-                .map_err(|e| failed(e.to_string()))?;
+            let key = push_key(path)?;
             tracing::info!("pushing each delta to the resolvers that take pushes (P12)");
             Some(key)
         }
@@ -209,4 +216,32 @@ async fn run(args: Args) -> Result<(), Error> {
     // The election releases the lease on the way out, for a fast handover.
     let _ = tokio::time::timeout(Duration::from_secs(6), lease_ended).await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // SEM-X10: a push key that cannot be used is told by the file and its length; neither
+    // the key nor its Debug form shows what it holds.
+    #[test]
+    fn push_key_mistakes_hold_no_secret() {
+        const SECRET: &str = "healthroute-test-secret-do-not-print";
+        let dir = std::env::temp_dir().join(format!("hr-operator-key-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let short = dir.join("short.key");
+        std::fs::write(&short, &SECRET[..20]).expect("write");
+        let e = push_key(&short).expect_err("short").to_string();
+        assert!(e.contains("short.key") && e.contains("20 bytes"), "{e}");
+        assert!(!e.contains(&SECRET[..20]), "{e}");
+        let e = push_key(&dir.join("missing.key"))
+            .expect_err("missing")
+            .to_string();
+        assert!(e.contains("missing.key"), "{e}");
+        let good = dir.join("good.key");
+        std::fs::write(&good, format!("{SECRET}\n")).expect("write");
+        let key = push_key(&good).expect("a key of 36 bytes");
+        assert!(!format!("{key:?}").contains(SECRET));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -12,9 +12,14 @@
 //! ```
 //!
 //! [`zone_configs`] checks it all at start and turns it into the serving table's
-//! [`ZoneConfig`]s; each mistake is reported with the field it is in.
+//! [`ZoneConfig`]s; each mistake is reported with the file, the line and column, and the
+//! field it is in ([`Error::Config`]).
+//!
+//! The file may hold secrets (a peer's TSIG key, `peers[].keys[].secret`), so no message
+//! quotes it (SEM-X10): a YAML mistake is told by its place and serde's words without the
+//! scalar at fault ([`YamlError`]), and a key by its name and what is wrong with it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -22,7 +27,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 
-use healthroute_compiler::manifests::CONFIG_FILE;
+use healthroute_compiler::manifests::{CONFIG_FILE, YamlError};
 
 use crate::error::Error;
 use crate::serving::{NameServer, ZoneConfig};
@@ -46,6 +51,188 @@ pub struct FileConfig {
     pub peers: Vec<healthroute_checker::peer::PeerConfig>,
     /// This cluster's exchange listener, which peers ask (X6).
     pub exchange: Option<ExchangeFileConfig>,
+    /// Where each field was written, for the mistakes found once the file is read.
+    #[serde(skip)]
+    pub places: Places,
+}
+
+/// Where each field of a configuration file is written (line and column, 1-based), by its
+/// path (`peers[0].keys[1].secret`): the mistakes found after the file is read, which serde
+/// cannot place, are told with their line too. Positions only: no value of the file is kept
+/// here, and `Debug` shows how many there are.
+#[derive(Clone, Default, PartialEq)]
+pub struct Places(BTreeMap<String, (u64, u64)>);
+
+impl fmt::Debug for Places {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Places({} fields)", self.0.len())
+    }
+}
+
+impl Places {
+    /// The places of `text`'s fields; none when it is not YAML (its error is told anyway).
+    fn of(text: &str) -> Places {
+        let mut places = Places::default();
+        if let Ok(root) = yaml::<Node>(text) {
+            places.record(String::new(), &root);
+        }
+        places
+    }
+
+    fn record(&mut self, path: String, node: &Node) {
+        match node {
+            Node::Leaf => {}
+            Node::Seq(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    self.insert(format!("{path}[{i}]"), item);
+                }
+            }
+            Node::Map(entries) => {
+                for (key, value) in entries {
+                    let Some(key) = key else { continue };
+                    let path = if path.is_empty() {
+                        key.clone()
+                    } else {
+                        format!("{path}.{key}")
+                    };
+                    self.insert(path, value);
+                }
+            }
+        }
+    }
+
+    fn insert(&mut self, path: String, node: &serde_saphyr::Spanned<Node>) {
+        let at = node.referenced;
+        if at.line() > 0 {
+            self.0.insert(path.clone(), (at.line(), at.column()));
+        }
+        self.record(path, &node.value);
+    }
+
+    /// Where `field` is written, else the nearest field that holds it (a missing field's
+    /// object).
+    pub fn of_field(&self, field: &str) -> Option<(u64, u64)> {
+        let mut field = field;
+        loop {
+            if let Some(&at) = self.0.get(field) {
+                return Some(at);
+            }
+            field = &field[..field.rfind(['.', '['])?];
+        }
+    }
+}
+
+/// A YAML node, kept for its place and its children's: no scalar is kept.
+enum Node {
+    Leaf,
+    Seq(Vec<serde_saphyr::Spanned<Node>>),
+    /// Keys that are strings, by name (others: `None`).
+    Map(Vec<(Option<String>, serde_saphyr::Spanned<Node>)>),
+}
+
+impl<'de> Deserialize<'de> for Node {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Any;
+        impl<'de> Visitor<'de> for Any {
+            type Value = Node;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("YAML")
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Node, E> {
+                Ok(Node::Leaf)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Node, E> {
+                Ok(Node::Leaf)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Node, E> {
+                Ok(Node::Leaf)
+            }
+            fn visit_i128<E>(self, _: i128) -> Result<Node, E> {
+                Ok(Node::Leaf)
+            }
+            fn visit_u128<E>(self, _: u128) -> Result<Node, E> {
+                Ok(Node::Leaf)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Node, E> {
+                Ok(Node::Leaf)
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Node, E> {
+                Ok(Node::Leaf)
+            }
+            fn visit_bytes<E>(self, _: &[u8]) -> Result<Node, E> {
+                Ok(Node::Leaf)
+            }
+            fn visit_unit<E>(self) -> Result<Node, E> {
+                Ok(Node::Leaf)
+            }
+            fn visit_none<E>(self) -> Result<Node, E> {
+                Ok(Node::Leaf)
+            }
+            fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Node, D::Error> {
+                Node::deserialize(d)
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Node, A::Error> {
+                let mut items = Vec::new();
+                while let Some(item) = seq.next_element()? {
+                    items.push(item);
+                }
+                Ok(Node::Seq(items))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Node, A::Error> {
+                let mut entries = Vec::new();
+                while let Some(Key(key)) = map.next_key()? {
+                    entries.push((key, map.next_value()?));
+                }
+                Ok(Node::Map(entries))
+            }
+        }
+        d.deserialize_any(Any)
+    }
+}
+
+/// A mapping's key: its text when it is a string.
+struct Key(Option<String>);
+
+impl<'de> Deserialize<'de> for Key {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Text;
+        impl<'de> Visitor<'de> for Text {
+            type Value = Key;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Key, E> {
+                Ok(Key(Some(v.to_owned())))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Key, E> {
+                Ok(Key(None))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Key, E> {
+                Ok(Key(None))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Key, E> {
+                Ok(Key(None))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Key, E> {
+                Ok(Key(None))
+            }
+            fn visit_unit<E>(self) -> Result<Key, E> {
+                Ok(Key(None))
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Key, A::Error> {
+                while seq.next_element::<de::IgnoredAny>()?.is_some() {}
+                Ok(Key(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Key, A::Error> {
+                while map
+                    .next_entry::<de::IgnoredAny, de::IgnoredAny>()?
+                    .is_some()
+                {}
+                Ok(Key(None))
+            }
+        }
+        d.deserialize_any(Text)
+    }
 }
 
 /// `exchange:` in `healthroute.yaml`.
@@ -58,7 +245,8 @@ pub struct ExchangeFileConfig {
 
 /// The peers a checker asks and the exchange listener's keys, from the file's `peers` and
 /// `exchange` (the flag wins for the address). Key files are read here, once; a relative
-/// `secretFile` is relative to the configuration file's folder (`config_path`).
+/// `secretFile` is relative to the configuration file's folder (`config_path`). A mistake is
+/// told with the field it is in (`peers[0].keys[1].secret`), never with a secret (SEM-X10).
 pub fn peers_and_exchange(
     file: &FileConfig,
     config_path: &Path,
@@ -73,21 +261,69 @@ pub fn peers_and_exchange(
     use healthroute_checker::peer::Peers;
     let base = config_path.parent().unwrap_or(Path::new("."));
     let mut configs = file.peers.clone();
-    for key in configs.iter_mut().flat_map(|p| p.keys.iter_mut()) {
-        if let Some(f) = &key.secret_file
-            && f.is_relative()
-        {
-            key.secret_file = Some(base.join(f));
+    for (i, peer) in configs.iter_mut().enumerate() {
+        for (j, key) in peer.keys.iter_mut().enumerate() {
+            let at = format!("peers[{i}].keys[{j}]");
+            // A file's secret is read once, here, and checked as if it were inline.
+            let from_file = key.secret.is_none() && key.secret_file.is_some();
+            if let Some(f) = key.secret_file.take_if(|_| from_file) {
+                let path = base.join(f);
+                let secret = std::fs::read_to_string(&path).map_err(|e| {
+                    file.mistake(
+                        config_path,
+                        format!("{at}.secretFile"),
+                        format!("TSIG key {}: cannot read {}: {e}", key.name, path.display()),
+                    )
+                })?;
+                key.secret = Some(secret);
+            }
+            if let Err(e) = key.load() {
+                let (field, what_to_do) = key_field(&e, from_file);
+                return Err(file.mistake(
+                    config_path,
+                    format!("{at}{field}"),
+                    format!("{e}{what_to_do}"),
+                ));
+            }
         }
     }
-    let peers = Peers::from_config(&configs).map_err(Error::Peers)?;
+    // What is left to find is a peer's: its name, its addresses, its number of keys, a key
+    // name given two secrets. Such an error names the peer; the last peer of that name is
+    // the one it was found at.
+    let at_peer = |e: healthroute_checker::Error| {
+        let healthroute_checker::Error::PeerConfig { peer, .. } = &e else {
+            return Error::Peers(e);
+        };
+        match file.peers.iter().rposition(|p| p.name == *peer) {
+            Some(i) => file.mistake(config_path, format!("peers[{i}]"), e.to_string()),
+            None => Error::Peers(e),
+        }
+    };
+    let peers = Peers::from_config(&configs).map_err(at_peer)?;
     let listen = flag_listen.or(file.exchange.as_ref().map(|e| e.listen));
-    let exchange = match (listen, peers.server_keys().map_err(Error::Peers)?) {
+    let exchange = match (listen, peers.server_keys().map_err(at_peer)?) {
         (Some(listen), Some(keys)) => Some(crate::exchange::ExchangeConfig { listen, keys }),
         (Some(_), None) => return Err(Error::ExchangeWithoutPeers),
         (None, _) => None,
     };
     Ok((peers, exchange))
+}
+
+/// The field of a key (after `peers[i].keys[j]`) that `e` is about, and what to do about it
+/// when the message does not say.
+fn key_field(e: &healthroute_exchange::Error, from_file: bool) -> (&'static str, &'static str) {
+    use healthroute_exchange::Error as E;
+    let secret = if from_file { ".secretFile" } else { ".secret" };
+    match e {
+        E::KeyName { .. } => (".name", ""),
+        E::UnsupportedAlgorithm { .. } => (".algorithm", ""),
+        E::SecretNotBase64 { .. } => (
+            secret,
+            "; write the secret in base64, as `openssl rand -base64 32` prints one",
+        ),
+        E::SecretTooShort { .. } => (secret, ""),
+        _ => ("", ""),
+    }
 }
 
 /// One entry of `zones:`: a zone's name, or the zone with its nameservers and SOA names.
@@ -177,21 +413,89 @@ impl FileConfig {
             path: path.to_owned(),
             source,
         })?;
-        let file: FileConfig = yaml(&text).map_err(|e| Error::ParseConfig {
-            path: path.to_owned(),
-            source: Box::new(e),
-        })?;
+        let mut file = parse(&text, path)?;
+        file.places = Places::of(&text);
         // The zones' names and addresses now, with the file's name in the message; what
         // depends on the flags (which zones are served) when the zones are set up.
         described_zones(&file, path, DEFAULT_TTL)?;
         Ok(file)
     }
+
+    /// An [`Error::Config`] at `field` of this file (read from `path`).
+    fn mistake(&self, path: &Path, field: String, message: String) -> Error {
+        Error::Config {
+            file: path.to_owned(),
+            line_column: self.places.of_field(&field),
+            field,
+            message,
+        }
+    }
+}
+
+/// The settings in `text` (read from `path`), or the mistake: the field serde stopped at
+/// (`peers[0].keys[0].secret`), its place and what is wrong, in words without the file's
+/// text ([`YamlError`]).
+fn parse(text: &str, path: &Path) -> Result<FileConfig, Error> {
+    let mut at = None;
+    serde_saphyr::with_deserializer_from_str_with_options(text, yaml_options(), |d| {
+        serde_path_to_error::deserialize(d).map_err(|e| {
+            at = Some(e.path().clone());
+            e.into_inner()
+        })
+    })
+    .map_err(|e| {
+        let e = YamlError::new(&e);
+        // A syntax error is in no field yet: serde was wherever the parser stopped.
+        let field = match at {
+            Some(at) if !e.syntax => field_path(&at, e.unknown_field),
+            _ => String::new(),
+        };
+        Error::Config {
+            file: path.to_owned(),
+            line_column: e.line_column,
+            field,
+            message: if e.syntax {
+                format!("not valid YAML: {}", e.message)
+            } else {
+                e.message
+            },
+        }
+    })
+}
+
+/// `peers[0].keys[0]`, as people write a field. An unknown field's own name is left out:
+/// it may be anything (a misplaced secret too), and the message names it when it looks like
+/// a name.
+fn field_path(path: &serde_path_to_error::Path, unknown_field: bool) -> String {
+    use serde_path_to_error::Segment;
+    let mut segments: Vec<&Segment> = path.iter().collect();
+    if unknown_field && matches!(segments.last(), Some(Segment::Map { .. })) {
+        segments.pop();
+    }
+    let mut out = String::new();
+    for segment in segments {
+        match segment {
+            Segment::Seq { index } => out.push_str(&format!("[{index}]")),
+            Segment::Map { key } => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(key);
+            }
+            Segment::Enum { .. } | Segment::Unknown => {}
+        }
+    }
+    out
 }
 
 /// Reads YAML the way kubectl does (YAML 1.1: `yes`, `on`, `y` are booleans), as the
 /// manifest loader does.
 fn yaml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, serde_saphyr::Error> {
-    serde_saphyr::from_str_with_options(text, healthroute_compiler::manifests::yaml_options())
+    serde_saphyr::from_str_with_options(text, yaml_options())
+}
+
+fn yaml_options() -> serde_saphyr::Options {
+    healthroute_compiler::manifests::yaml_options()
 }
 
 /// Served zones and default TTL: from the flags when given, else from the file.
@@ -223,18 +527,15 @@ pub fn zone_configs(
     file: &FileConfig,
     file_path: &Path,
 ) -> Result<Vec<ZoneConfig>, Error> {
-    let bad = |at: String, message: String| Error::ZoneConfig {
-        file: file_path.to_owned(),
-        at,
-        message,
-    };
+    let bad = |at: String, message: String| file.mistake(file_path, at, message);
     let mut described = described_zones(file, file_path, default_ttl)?;
 
     let mut flag_servers = Vec::with_capacity(flag_nameservers.len());
     for raw in flag_nameservers {
-        let name = normalize(raw).map_err(|e| Error::ZoneConfig {
+        let name = normalize(raw).map_err(|e| Error::Config {
             file: PathBuf::from("--nameserver"),
-            at: raw.clone(),
+            line_column: None,
+            field: raw.clone(),
             message: e,
         })?;
         flag_servers.push(NameServer::from(name.as_str()));
@@ -303,11 +604,7 @@ fn described_zones(
     file_path: &Path,
     default_ttl: u32,
 ) -> Result<HashMap<String, (usize, ZoneConfig)>, Error> {
-    let bad = |at: String, message: String| Error::ZoneConfig {
-        file: file_path.to_owned(),
-        at,
-        message,
-    };
+    let bad = |at: String, message: String| file.mistake(file_path, at, message);
     let mut described: HashMap<String, (usize, ZoneConfig)> = HashMap::new();
     let mut listed: HashMap<String, (usize, bool)> = HashMap::new();
     for (i, entry) in file.zones.iter().enumerate() {
@@ -565,5 +862,166 @@ defaultTtl: 30
             &[],
         )
         .expect("a name without addresses elsewhere");
+    }
+
+    /// base64 of [`DECODED`]: a secret no message may hold, in either form.
+    const SECRET: &str = "aGVhbHRocm91dGUtdGVzdC1zZWNyZXQtZG8tbm90LXByaW50";
+    const DECODED: &str = "healthroute-test-secret-do-not-print";
+
+    /// The peers of `text` checked as the resolver checks them at start, in a folder of
+    /// their own (for `secretFile`s, written first: `(name, content)`).
+    fn peers(text: &str, files: &[(&str, &str)]) -> Result<(), Error> {
+        let dir = std::env::temp_dir().join(format!(
+            "healthroute-peers-{}-{}",
+            std::process::id(),
+            fastrand::u64(..)
+        ));
+        std::fs::create_dir_all(&dir).expect("dir");
+        for (name, content) in files {
+            std::fs::write(dir.join(name), content).expect("write");
+        }
+        let path = dir.join(CONFIG_FILE);
+        std::fs::write(&path, text).expect("write");
+        let checked = FileConfig::read(&path)
+            .and_then(|file| peers_and_exchange(&file, &path, None).map(|_| ()));
+        let _ = std::fs::remove_dir_all(&dir);
+        checked
+    }
+
+    fn peer_with(key: &str) -> String {
+        format!(
+            "zones: [example.com]\npeers:\n  - name: west\n    addresses: [\"127.0.0.1:5454\"]\n    keys:\n      - name: east-west.\n{key}"
+        )
+    }
+
+    /// The error's text, checked to hold no secret, in one line.
+    fn told(e: &Error) -> String {
+        let text = e.to_string();
+        assert!(!text.contains(SECRET), "the secret: {text}");
+        assert!(!text.contains(DECODED), "the decoded secret: {text}");
+        assert!(!text.contains(&SECRET[..16]), "part of the secret: {text}");
+        assert!(!text.contains('\n'), "one line: {text}");
+        let debug = format!("{e:?}");
+        assert!(
+            !debug.contains(SECRET) && !debug.contains(DECODED),
+            "{debug}"
+        );
+        text
+    }
+
+    // SEM-X10: a mistake in the file is told as FILE:LINE:COLUMN: FIELD: what, without the
+    // lines around it and without the value at fault, whatever is wrong with a secret.
+    #[test]
+    fn mistakes_near_a_secret_do_not_quote_it() {
+        let cases = [
+            // A YAML syntax error on the secret's line, and on the next one.
+            (
+                peer_with(&format!("        secret: \"{SECRET}\n")),
+                ".yaml:",
+                "not valid YAML",
+            ),
+            (
+                peer_with(&format!("        secret: {SECRET}\n       oops: [\n")),
+                ".yaml:",
+                "not valid YAML",
+            ),
+            // Not base64.
+            (
+                peer_with(&format!("        secret: \"{SECRET}!\"\n")),
+                ".yaml:7:17: peers[0].keys[0].secret: TSIG key east-west.: the secret is not base64",
+                "openssl rand -base64 32",
+            ),
+            // Too short, and the wrong algorithm.
+            (
+                peer_with(&format!("        secret: {}\n", &SECRET[..12])),
+                ".yaml:7:17: peers[0].keys[0].secret: TSIG key east-west.: the secret has 9 bytes",
+                "at least 16",
+            ),
+            (
+                peer_with(&format!(
+                    "        algorithm: hmac-md5\n        secret: {SECRET}\n"
+                )),
+                ".yaml:7:20: peers[0].keys[0].algorithm: ",
+                "hmac-sha256",
+            ),
+            // A list where the secret belongs, a map, a number.
+            (
+                peer_with(&format!("        secret: [{SECRET}, {DECODED}]\n")),
+                ".yaml:7:17: peers[0].keys[0].secret: expected string scalar",
+                "",
+            ),
+            (
+                peer_with(&format!("        secret: {{{SECRET}: {DECODED}}}\n")),
+                ".yaml:7:17: peers[0].keys[0].secret: expected string scalar",
+                "",
+            ),
+            // The secret where a key's field name belongs.
+            (
+                peer_with(&format!("        {SECRET}: x\n")),
+                ".yaml:7:9: peers[0].keys[0]: unknown field (not shown), expected one of name, algorithm, secret, secretFile",
+                "",
+            ),
+            // Both secret and secretFile.
+            (
+                peer_with(&format!(
+                    "        secret: {SECRET}\n        secretFile: key\n"
+                )),
+                "peers[0].keys[0]: TSIG key east-west.: give exactly one of secret and secretFile",
+                "",
+            ),
+        ];
+        for (text, place, what) in cases {
+            let e = peers(&text, &[("key", SECRET)]).expect_err(&text);
+            let shown = told(&e);
+            assert!(shown.contains(place), "{text}\n{shown}");
+            assert!(shown.contains(what), "{text}\n{shown}");
+        }
+        // The secret is valid; the mistake is elsewhere in the peer.
+        let e = peers(
+            &format!(
+                "peers:\n  - name: West\n    addresses: [\"127.0.0.1:5454\"]\n    keys: [{{name: k., secret: {SECRET}}}]\n"
+            ),
+            &[],
+        )
+        .expect_err("a bad name");
+        assert!(
+            told(&e).contains(".yaml:2:5: peers[0]: peer West: the name must be a DNS label"),
+            "{e}"
+        );
+    }
+
+    // SEM-X10: a secret read from `secretFile` is checked as an inline one, and a mistake in
+    // it points at `secretFile`, without the file's content.
+    #[test]
+    fn a_bad_secret_file_is_told_by_its_field() {
+        let text = peer_with("        secretFile: key\n");
+        peers(&text, &[("key", &format!("{SECRET}\n"))]).expect("a good key file");
+        let e = peers(&text, &[("key", DECODED)]).expect_err("not base64");
+        assert!(
+            told(&e).contains(".yaml:7:21: peers[0].keys[0].secretFile: TSIG key east-west.: the secret is not base64"),
+            "{e}"
+        );
+        let e = peers(&text, &[]).expect_err("no file");
+        assert!(
+            told(&e).contains("peers[0].keys[0].secretFile: TSIG key east-west.: cannot read "),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn places_are_found_by_field_or_the_field_that_holds_it() {
+        let file = read(&peer_with(&format!("        secret: {SECRET}\n"))).expect("valid");
+        assert_eq!(
+            file.places.of_field("peers[0].keys[0].secret"),
+            Some((7, 17))
+        );
+        assert_eq!(
+            file.places.of_field("peers[0].keys[0].secretFile"),
+            Some((6, 9))
+        );
+        assert_eq!(file.places.of_field("peers[0]"), Some((3, 5)));
+        assert_eq!(file.places.of_field("nowhere"), None);
+        let debug = format!("{file:?}");
+        assert!(!debug.contains(SECRET), "{debug}");
     }
 }

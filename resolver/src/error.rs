@@ -2,7 +2,7 @@
 //! words printed after `error:`.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use healthroute_compiler::manifests::CONFIG_FILE;
@@ -16,17 +16,17 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    #[error("{}: {source}", path.display())]
-    ParseConfig {
-        path: PathBuf,
-        #[source]
-        source: Box<serde_saphyr::Error>,
-    },
-    /// A mistake in a zone's configuration (D12), with the field it is in.
-    #[error("{}: {at}: {message}", file.display())]
-    ZoneConfig {
+    /// A mistake in the configuration file (or in a flag that stands for one of its fields):
+    /// `FILE:LINE:COLUMN: FIELD: what is wrong`, never a value of the file (SEM-X10: the file
+    /// may hold a peer's secret). The YAML parser's own error is not kept: its `Display`
+    /// quotes the file.
+    #[error("{}: {message}", place(file, *line_column, field))]
+    Config {
         file: PathBuf,
-        at: String,
+        /// 1-based, when known.
+        line_column: Option<(u64, u64)>,
+        /// `peers[0].keys[0].secret`; empty when the mistake is in no field (a syntax error).
+        field: String,
         message: String,
     },
     #[error("no served zone: pass --zone ZONE or list zones in {CONFIG_FILE}")]
@@ -40,7 +40,8 @@ pub enum Error {
     },
     #[error(transparent)]
     Compiler(#[from] healthroute_compiler::Error),
-    /// The peers' configuration (X1): a peer's name, addresses or keys.
+    /// The peers' configuration (X1) when the field at fault is not known (else
+    /// [`Error::Config`]).
     #[error("peers: {0}")]
     Peers(#[source] healthroute_checker::Error),
     #[error("exchange.listen is set, but no peer is configured: the listener would accept no key")]
@@ -144,4 +145,17 @@ pub enum Error {
     NoShiftTarget,
     #[error("--selector {0}: write key=value[,key=value]")]
     Selector(String),
+}
+
+/// `FILE:LINE:COLUMN: FIELD`, each part when known.
+fn place(file: &Path, line_column: Option<(u64, u64)>, field: &str) -> String {
+    let mut place = file.display().to_string();
+    if let Some((line, column)) = line_column {
+        place.push_str(&format!(":{line}:{column}"));
+    }
+    if !field.is_empty() {
+        place.push_str(": ");
+        place.push_str(field);
+    }
+    place
 }

@@ -157,6 +157,10 @@ impl ServeArgs {
     }
 }
 
+/// A start-up error is said once, as `error: ...` on stderr, the way the simulator and the
+/// flag parser say theirs, and not also as a log line: the log goes to stderr too, so the
+/// two were the same words twice, and a log line would hide it from a `RUST_LOG` that
+/// filters this target out. Errors while serving stay log lines.
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
@@ -182,7 +186,6 @@ fn main() -> ExitCode {
             match runtime.block_on(serve(cli.serve)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
-                    tracing::error!("{e}");
                     eprintln!("error: {e}");
                     ExitCode::from(2)
                 }

@@ -5,6 +5,7 @@ mod dns;
 mod metric;
 mod peers;
 mod protocol;
+mod secrets;
 mod simulate;
 mod standalone;
 mod support;

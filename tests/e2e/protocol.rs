@@ -421,7 +421,7 @@ fn the_config_flag() {
         assert_eq!(out.status.code(), Some(2), "{stderr}");
         assert!(
             stderr.contains(&format!(
-                "{}: zones[0].nameservers[0].addresses[0]: \"192.0.2.300\" is not an IPv4 or IPv6 address",
+                "{}:3:56: zones[0].nameservers[0].addresses[0]: \"192.0.2.300\" is not an IPv4 or IPv6 address",
                 bad.display()
             )),
             "standalone={standalone}: {stderr}"

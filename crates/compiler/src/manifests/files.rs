@@ -34,6 +34,158 @@ pub fn yaml_options() -> serde_saphyr::Options {
     options
 }
 
+/// A YAML error told without the file's text (SEM-X10): where it is and what is wrong, in
+/// words that hold no value of the file. serde_saphyr's `Display` quotes the lines around the
+/// error, and its messages quote the scalar at fault (`invalid type: string "..."`); a
+/// manifest directory may hold a Secret, and `healthroute.yaml` a TSIG key, so neither is
+/// shown: a quoted scalar becomes its kind, and only a quoted name as short as a field's (a
+/// misspelt key, say) is kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct YamlError {
+    /// 1-based line and column, when the parser knows them.
+    pub line_column: Option<(u64, u64)>,
+    /// The text is not YAML (a syntax error), rather than YAML of another shape.
+    pub syntax: bool,
+    /// An unknown field: the path to it names it, so the caller may leave it out.
+    pub unknown_field: bool,
+    /// What is wrong, with the hint a YAML 1.1 surprise needs.
+    pub message: String,
+}
+
+impl YamlError {
+    pub fn new(e: &serde_saphyr::Error) -> YamlError {
+        let e = inner(e);
+        YamlError {
+            line_column: e
+                .location()
+                .filter(|l| l.line() > 0)
+                .map(|l| (l.line(), l.column())),
+            syntax: matches!(e, serde_saphyr::Error::ExternalMessage { .. }),
+            unknown_field: matches!(e, serde_saphyr::Error::SerdeUnknownField { .. }),
+            message: with_yaml_hint(value_free_message(e)),
+        }
+    }
+}
+
+/// `line 3, column 7: message`.
+impl std::fmt::Display for YamlError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some((line, column)) = self.line_column {
+            write!(f, "line {line}, column {column}: ")?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+/// The error itself, without the snippet or alias around it.
+fn inner(mut e: &serde_saphyr::Error) -> &serde_saphyr::Error {
+    while let serde_saphyr::Error::WithSnippet { error, .. }
+    | serde_saphyr::Error::AliasError { error, .. } = e
+    {
+        e = error;
+    }
+    e
+}
+
+/// serde_saphyr's message for `e`, without any value of the file.
+fn value_free_message(e: &serde_saphyr::Error) -> String {
+    use serde_saphyr::Error as E;
+    use serde_saphyr::MessageFormatter;
+    let one_of = |expected: &[&str]| match expected {
+        [] => "there are none".to_owned(),
+        names => format!("expected one of {}", names.join(", ")),
+    };
+    match e {
+        E::SerdeInvalidType {
+            unexpected,
+            expected,
+            ..
+        } => format!("invalid type: {}, expected {expected}", kind_of(unexpected)),
+        E::SerdeInvalidValue {
+            unexpected,
+            expected,
+            ..
+        } => format!(
+            "invalid value: {}, expected {expected}",
+            kind_of(unexpected)
+        ),
+        E::SerdeUnknownField {
+            field, expected, ..
+        } => format!("unknown field {}, {}", name_or_not(field), one_of(expected)),
+        E::SerdeUnknownVariant {
+            variant, expected, ..
+        } => format!(
+            "unknown variant {}, {}",
+            name_or_not(variant),
+            one_of(expected)
+        ),
+        E::SerdeMissingField { field, .. } => format!("missing field `{field}`"),
+        E::DuplicateMappingKey { key, .. } => match key {
+            Some(key) => format!("the key {} is written twice", name_or_not(key)),
+            None => "a key is written twice".to_owned(),
+        },
+        E::NonFiniteFloat { .. } => "not a finite number".to_owned(),
+        E::QuotingRequired { .. } => "the value must be quoted".to_owned(),
+        other => without_quoted(&serde_saphyr::UserMessageFormatter.format_message(other)),
+    }
+}
+
+/// The kind of serde's unexpected value (`string "abc"` is a string), without the value.
+fn kind_of(unexpected: &str) -> &str {
+    unexpected
+        .split(['"', '`', '\''])
+        .next()
+        .unwrap_or("")
+        .trim()
+}
+
+/// The longest quoted name kept in a message: no TSIG secret (16 bytes or more, so 22 base64
+/// characters or more) nor push key (32 bytes or more) is this short.
+const MAX_SHOWN_NAME: usize = 20;
+
+/// A name written in the file (a key, an enum's variant), in backquotes when it looks like a
+/// field's name, else only said to be there.
+fn name_or_not(name: &str) -> String {
+    if is_name(name) {
+        format!("`{name}`")
+    } else {
+        "(not shown)".to_owned()
+    }
+}
+
+fn is_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= MAX_SHOWN_NAME
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+/// `text` with every double-quoted run hidden, and every backquoted one that is not a name
+/// (an unclosed quote hides the rest).
+fn without_quoted(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find(['"', '`']) {
+        let quote = &rest[start..start + 1];
+        out.push_str(&rest[..=start]);
+        let after = &rest[start + 1..];
+        let Some(end) = after.find(quote) else {
+            out.push('…');
+            return out;
+        };
+        let quoted = &after[..end];
+        out.push_str(if quote == "`" && is_name(quoted) {
+            quoted
+        } else {
+            "…"
+        });
+        out.push_str(quote);
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Explains an error that YAML 1.1 alone causes: kubectl reads an unquoted `y`, `no`, `on` or
 /// `0755` as a boolean or a number, and so do we (see [`yaml_options`]).
 fn with_yaml_hint(message: String) -> String {
@@ -93,8 +245,12 @@ impl Loader {
                 Ok(Json::Null) => {}
                 Ok(value) => self.add_object(&doc, value),
                 Err(e) => {
-                    self.errors
-                        .push(doc.error(None, None, format!("not valid YAML: {e}")));
+                    // Never `{e}`: it quotes the file around the error (SEM-X10).
+                    self.errors.push(doc.error(
+                        None,
+                        None,
+                        format!("not valid YAML: {}", YamlError::new(&e)),
+                    ));
                     break;
                 }
             }
@@ -292,5 +448,101 @@ fn insert_unique<K: Ord + std::fmt::Display, T>(
         std::collections::btree_map::Entry::Vacant(v) => {
             v.insert(obj);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// base64 of "healthroute-test-secret-do-not-print".
+    const SECRET: &str = "aGVhbHRocm91dGUtdGVzdC1zZWNyZXQtZG8tbm90LXByaW50";
+    const DECODED: &str = "healthroute-test-secret-do-not-print";
+
+    fn shown(e: &serde_saphyr::Error) -> String {
+        YamlError::new(e).to_string()
+    }
+
+    // SEM-X10: a YAML error says where and what, never the file's text: no snippet, no
+    // quoted scalar, whichever way the secret is wrong.
+    #[test]
+    fn yaml_errors_hold_no_value_of_the_file() {
+        #[derive(Debug, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct Key {
+            name: String,
+            secret: String,
+        }
+        let cases = [
+            (
+                format!("name: k\nsecret: [{SECRET}]\n"),
+                "expected string scalar",
+            ),
+            (format!("name: k\nsecret: \"{SECRET}\n"), ""),
+            (format!("name: k\nsecret: {SECRET}\n  : x\n"), ""),
+            (
+                format!("name: k\nsecret: {SECRET}\n{SECRET}: x\n"),
+                "unknown field (not shown)",
+            ),
+            (
+                format!("name: k\nsecret: {SECRET}\nsecret: {DECODED}\n"),
+                "",
+            ),
+            (
+                format!("name: {{{SECRET}: 1}}\nsecret: x\n"),
+                "expected string scalar",
+            ),
+            (format!("name: !!binary {SECRET}x\nsecret: x\n"), ""),
+            (format!("- {DECODED}\n"), "expected mapping start"),
+        ];
+        for (text, expected) in cases {
+            let e =
+                serde_saphyr::from_str_with_options::<Key>(&text, yaml_options()).expect_err(&text);
+            let shown = shown(&e);
+            assert!(
+                !shown.contains(SECRET) && !shown.contains(DECODED),
+                "{text}\n{shown}"
+            );
+            assert!(!shown.contains('\n'), "one line: {shown}");
+            assert!(shown.starts_with("line "), "{text}\n{shown}");
+            assert!(shown.contains(expected), "{text}\n{shown}");
+        }
+        let e = serde_saphyr::from_str_with_options::<Key>("name: k\nsecrets: x\n", yaml_options())
+            .expect_err("unknown");
+        assert!(
+            shown(&e).contains("unknown field `secrets`, expected one of name, secret"),
+            "{}",
+            shown(&e)
+        );
+    }
+
+    // SEM-X10: a Secret in a manifest directory that is not valid YAML is reported by file,
+    // document and line, without its data.
+    #[test]
+    fn a_broken_secret_manifest_is_not_quoted() {
+        let text = format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: tsig}}\ndata:\n  secret: {SECRET}\n   bad: [\n"
+        );
+        let errs = Manifests::load_str(Path::new("secret.yaml"), &text)
+            .expect_err("rejected")
+            .to_string();
+        assert!(
+            errs.contains("secret.yaml (document 1): not valid YAML: line "),
+            "{errs}"
+        );
+        assert!(!errs.contains(SECRET) && !errs.contains(DECODED), "{errs}");
+    }
+
+    #[test]
+    fn quoted_runs_are_hidden_unless_names() {
+        assert_eq!(
+            without_quoted("duplicate field `zones` near \"x y\" and `a b`"),
+            "duplicate field `zones` near \"…\" and `…`"
+        );
+        assert_eq!(without_quoted("open \"abc"), "open \"…");
+        assert_eq!(kind_of("string \"abc\""), "string");
+        assert_eq!(kind_of("integer `5`"), "integer");
+        assert_eq!(kind_of("sequence"), "sequence");
     }
 }

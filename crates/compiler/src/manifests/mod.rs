@@ -34,7 +34,7 @@ use healthroute_api::{HealthCheck, ObjectKey, RecordGroup, ZonalAutoshift, Zonal
 pub use crate::error::ManifestError;
 pub use convert::{ZONE_LABEL, cluster_ips, endpoints_from_slices, group_input, node_input};
 use files::Loader;
-pub use files::yaml_options;
+pub use files::{YamlError, yaml_options};
 
 /// The file in a manifest directory that configures standalone mode (not a manifest; nor is
 /// `healthroute.yml`).

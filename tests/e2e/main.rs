@@ -2,6 +2,7 @@
 
 mod autoshift;
 mod dns;
+mod generated;
 mod metric;
 mod peers;
 mod protocol;

@@ -2,9 +2,14 @@
 """Chart tests: lint, render (defaults and every option), validate every manifest against the
 Kubernetes schemas of the lowest and highest versions the chart claims, check that
 values.schema.json rejects bad values, and that the RBAC rules are exactly the API calls the
-binaries make (operator/src/rbac.rs, passed as JSON in argv[1]).
+binaries make (operator/src/rbac.rs, passed as JSON in argv[1]). Renders are the same every
+time (GitOps renders offline: no secret is made at render time), each Deployment's pod
+template carries the checksum of every rendered object it reads, and the resolver's drain
+outlasts its readiness probe (P9) or the chart does not render.
 
 Run through `cargo test -p healthroute-operator --test chart`, which passes the RBAC lists."""
+import base64
+import hashlib
 import json
 import os
 import re
@@ -204,18 +209,24 @@ def check_resolver_config(docs, values):
 
 def check_push(docs, secret):
     """P12: the operator signs pushed deltas with the key in `secret` and every resolver
-    takes them on its pod IP with the same key; nothing of it when `secret` is None."""
+    takes them on its pod IP with the same key; nothing of it when `secret` is None. The
+    chart never makes the key (a key made at render time changes at every offline render),
+    and mounts it without subPath, so that kubelet brings a changed Secret to running pods,
+    which read the file again."""
     operator = find(docs, "Deployment", "hr-operator")["spec"]["template"]["spec"]
     resolver = find(docs, "Deployment", "hr-resolver")["spec"]["template"]["spec"]
     op_args, res = operator["containers"][0]["args"], resolver["containers"][0]
+    assert not [d for _, d in docs if d["kind"] == "Secret"], "the chart renders no Secret"
     if secret is None:
-        assert find(docs, "Secret", "hr-push-key") is None
         assert not any(a.startswith("--push") for a in op_args + res["args"]), (op_args, res["args"])
+        assert not [v for v in operator.get("volumes", []) if v["name"] == "push-key"], operator
         return
     assert "--push-key-file=/etc/healthroute-push/push.key" in op_args, op_args
     volume = next(v for v in operator["volumes"] if v["name"] == "push-key")
     assert volume["secret"]["secretName"] == secret and volume["secret"]["defaultMode"] == 0o440, volume
     assert operator["securityContext"]["fsGroup"] == 65532, operator["securityContext"]
+    mounts = operator["containers"][0]["volumeMounts"] + res["volumeMounts"]
+    assert not [m for m in mounts if "subPath" in m], "a subPath mount is never refreshed by kubelet"
     assert {"--push-listen=0.0.0.0:8055", "--push-key-file=/etc/healthroute/push.key"} <= set(res["args"]), res["args"]
     env = {e["name"]: e for e in res["env"]}
     assert env["PUSH_ADVERTISE"]["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}, env
@@ -223,10 +234,127 @@ def check_push(docs, secret):
     config = next(v for v in resolver["volumes"] if v["name"] == "config")
     assert {"secret": {"name": secret, "items": [{"key": "push.key", "path": "push.key"}]}} in \
         config["projected"]["sources"], config
-    made = find(docs, "Secret", "hr-push-key")
-    if secret == "hr-push-key":
-        import base64
-        assert len(base64.b64decode(made["data"]["push.key"])) >= 32, made
+
+
+def check_deterministic(values):
+    """Two renders of the same values are byte for byte the same (`helm template` in a
+    GitOps loop, where `lookup` finds nothing): nothing random, no time."""
+    first, second = render(values)[1], render(values)[1]
+    assert first == second, [k for k in first if first[k] != second.get(k)]
+
+
+def referenced(pod):
+    """The ConfigMaps and Secrets a pod spec reads: (kind, name)."""
+    out = set()
+    for v in pod.get("volumes", []):
+        if "configMap" in v:
+            out.add(("ConfigMap", v["configMap"]["name"]))
+        if "secret" in v:
+            out.add(("Secret", v["secret"]["secretName"]))
+        for source in v.get("projected", {}).get("sources", []):
+            for kind, key in (("ConfigMap", "configMap"), ("Secret", "secret")):
+                if key in source:
+                    out.add((kind, source[key]["name"]))
+    for c in pod.get("containers", []) + pod.get("initContainers", []):
+        for e in c.get("envFrom", []):
+            for kind, key in (("ConfigMap", "configMapRef"), ("Secret", "secretRef")):
+                if key in e:
+                    out.add((kind, e[key]["name"]))
+        for e in c.get("env", []):
+            ref = e.get("valueFrom", {})
+            for kind, key in (("ConfigMap", "configMapKeyRef"), ("Secret", "secretKeyRef")):
+                if key in ref:
+                    out.add((kind, ref[key]["name"]))
+    return out
+
+
+def check_checksums(docs, out):
+    """Every Deployment's pod template carries a `checksum/...` annotation equal to the
+    sha256 of each rendered template holding a ConfigMap or Secret it reads, so a change of
+    what it reads rolls it; what the chart does not render (the push key, the peers' keys)
+    has none. Returns how many rendered objects were consumed."""
+    rendered = {(d["kind"], d["metadata"]["name"]): path for path, d in docs if d["kind"] in ("ConfigMap", "Secret")}
+    consumed = 0
+    for _, d in docs:
+        if d["kind"] != "Deployment":
+            continue
+        template = d["spec"]["template"]
+        sums = {v for k, v in (template["metadata"].get("annotations") or {}).items() if k.startswith("checksum/")}
+        for ref in referenced(template["spec"]):
+            path = rendered.get(ref)
+            if path is None:
+                continue
+            consumed += 1
+            want = hashlib.sha256(out[path].encode()).hexdigest()
+            assert want in sums, f"{d['metadata']['name']} reads {ref} ({path}) without its checksum: {sums}"
+    return consumed
+
+
+def check_drain(docs, values):
+    """P9: the resolver keeps answering until kube-proxy no longer sends it anything: the
+    drain is at least the readiness probe's failing time plus 3 s, the drain given is the one
+    passed, and the grace period outlasts it."""
+    r = {"shutdownDrainSeconds": 8, "readinessProbe": {"periodSeconds": 1, "failureThreshold": 2}}
+    r.update(values.get("resolver", {}))
+    pod = find(docs, "Deployment", "hr-resolver")["spec"]["template"]["spec"]
+    c = pod["containers"][0]
+    probe = c["readinessProbe"]
+    drain = r["shutdownDrainSeconds"]
+    assert probe["periodSeconds"] == r["readinessProbe"]["periodSeconds"], probe
+    assert probe["failureThreshold"] == r["readinessProbe"]["failureThreshold"], probe
+    assert f"--shutdown-drain={drain}" in c["args"], c["args"]
+    assert drain >= probe["periodSeconds"] * probe["failureThreshold"] + 3, (drain, probe)
+    assert pod["terminationGracePeriodSeconds"] > drain, pod["terminationGracePeriodSeconds"]
+
+
+def refused(values):
+    """The error a render of `values` fails with; fails itself when it renders."""
+    try:
+        render(values)
+    except helm_python.HelmError as e:
+        return str(e)
+    raise AssertionError(f"rendered: {values}")
+
+
+def check_pod_values(docs, values):
+    """The values every chart of its kind offers land where they should, for both
+    Deployments; the chart's selector labels and checksum win a clash."""
+    for component in ("operator", "resolver"):
+        v = values[component]
+        d = find(docs, "Deployment", f"hr-{component}")
+        pod = d["spec"]["template"]
+        spec, c = pod["spec"], pod["spec"]["containers"][0]
+        assert d["spec"]["revisionHistoryLimit"] == v["revisionHistoryLimit"], d["spec"]
+        assert spec["priorityClassName"] == v["priorityClassName"], spec
+        labels = pod["metadata"]["labels"]
+        for k, val in v["podLabels"].items():
+            if k.startswith("app.kubernetes.io/"):
+                assert labels[k] != val, f"{component}: podLabels overrode the chart's {k}"
+            else:
+                assert labels[k] == val, labels
+        assert set(d["spec"]["selector"]["matchLabels"].items()) <= set(labels.items()), labels
+        annotations = pod["metadata"]["annotations"]
+        for k, val in v["podAnnotations"].items():
+            if k.startswith("checksum/"):
+                assert annotations[k] != val, f"{component}: podAnnotations overrode {k}"
+            else:
+                assert annotations[k] == val, annotations
+        env = [e["name"] for e in c["env"]]
+        assert env[-len(v["extraEnv"]):] == [e["name"] for e in v["extraEnv"]], env
+        assert len(env) == len(set(env)), env
+        for probe in ("livenessProbe", "readinessProbe"):
+            for k, val in v[probe].items():
+                assert c[probe][k] == val, (component, probe, c[probe])
+        assert spec["affinity"] == v["affinity"], spec["affinity"]
+        spread = spec["topologySpreadConstraints"]
+        selector = {"matchLabels": {"app.kubernetes.io/instance": "hr", "app.kubernetes.io/component": component}}
+        given = v["topologySpreadConstraints"]
+        assert spread[-len(given):] == [{"labelSelector": selector, **t} for t in given], spread
+    # The resolver's zone toggle stays, before the constraints given.
+    spread = find(docs, "Deployment", "hr-resolver")["spec"]["template"]["spec"]["topologySpreadConstraints"]
+    assert spread[0]["topologyKey"] == "topology.kubernetes.io/zone" and len(spread) == 3, spread
+    env = {e["name"]: e for e in find(docs, "Deployment", "hr-resolver")["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["CHECKER_ZONE"] == {"name": "CHECKER_ZONE", "value": values["resolver"]["zone"]}, env["CHECKER_ZONE"]
 
 
 def main():
@@ -248,12 +376,31 @@ def main():
     assert svc["spec"]["trafficDistribution"] == "PreferSameZone", svc["spec"]
     check_resolver_config(defaults, {"zones": ["example.com"]})
     assert find(defaults, "Service", "hr-resolver-public") is None
-    check_push(defaults, "hr-push-key")
-    own, _ = render({"push": {"existingSecret": "my-push-key"}})
+    # Pushes are on once a Secret with the key is named; the chart never makes one.
+    check_push(defaults, None)
+    own, own_out = render({"push": {"existingSecret": "my-push-key"}})
     validate(own)
-    assert find(own, "Secret", "hr-push-key") is None
     check_push(own, "my-push-key")
-    check_push(render({"push": {"enabled": False}})[0], None)
+    check_push(render({"push": {"enabled": False, "existingSecret": "my-push-key"}})[0], None)
+    check_deterministic(None)
+    check_deterministic({"push": {"existingSecret": "my-push-key"}})
+    assert check_checksums(defaults, out) == 1 and check_checksums(own, own_out) == 1
+    # Defaults: no zone given, the pod's label (where the cluster copies it from the node).
+    pod = find(defaults, "Deployment", "hr-resolver")["spec"]["template"]["spec"]
+    env = {e["name"]: e for e in pod["containers"][0]["env"]}
+    assert env["CHECKER_ZONE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.labels['topology.kubernetes.io/zone']"
+    assert pod["affinity"]["podAntiAffinity"], pod["affinity"]
+    assert "priorityClassName" not in pod, pod
+
+    # P9: the drain outlasts the readiness probe's failing plus the margin, for any probe.
+    check_drain(defaults, {})
+    slow = {"resolver": {"shutdownDrainSeconds": 9, "readinessProbe": {"periodSeconds": 2, "failureThreshold": 3}}}
+    check_drain(render(slow)[0], slow)
+    e = refused({"resolver": {"shutdownDrainSeconds": 8, "readinessProbe": {"periodSeconds": 2, "failureThreshold": 3}}})
+    assert "resolver.shutdownDrainSeconds is 8" in e and "9 or more" in e and "readinessProbe.periodSeconds 2" in e, e
+    e = refused({"resolver": {"readinessProbe": {"periodSeconds": 10}}})
+    assert "23 or more" in e, e
+
     no_checker, _ = render({"resolver": {"checker": {"enabled": False}}})
     validate(no_checker)
     args = find(no_checker, "Deployment", "hr-resolver")["spec"]["template"]["spec"]["containers"][0]["args"]
@@ -268,6 +415,11 @@ def main():
     validate(docs)
     check_rbac(docs, expected)
     check_security(docs)
+    check_deterministic(everything)
+    assert check_checksums(docs, out) == 1
+    check_push(docs, "healthroute-push")
+    check_drain(docs, everything)
+    check_pod_values(docs, everything)
     kinds = {d["kind"] for _, d in docs}
     assert {"HorizontalPodAutoscaler", "ServiceMonitor", "PrometheusRule"} <= kinds, kinds
     check_monitoring(docs)
@@ -322,6 +474,12 @@ def main():
                 {"zones": [{"name": "example.com", "glue": []}]},
                 {"exchange": {"port": 70000}},
                 {"push": {"port": 0}}, {"push": {"existingSecret": "Not_A_Name"}}, {"push": {"key": "inline"}},
+                {"resolver": {"shutdownDrainSeconds": 3}}, {"resolver": {"readinessProbe": {"periodSecond": 1}}},
+                {"resolver": {"readinessProbe": {"failureThreshold": 0}}}, {"operator": {"livenessProbe": {"path": "/"}}},
+                {"resolver": {"zone": "not a zone"}}, {"operator": {"priorityClassName": "Not_A_Class"}},
+                {"resolver": {"extraEnv": [{"value": "no name"}]}}, {"operator": {"extraEnv": {"RUST_LOG": "debug"}}},
+                {"resolver": {"podLabels": {"team": "not a label value"}}}, {"resolver": {"podAnnotations": {"n": 1}}},
+                {"resolver": {"revisionHistoryLimit": -1}}, {"operator": {"topologySpreadConstraints": [{"maxSkew": 1}]}},
                 {"resolver": {"publicService": {"loadBalancerSourceRanges": ["everywhere"]}}}):
         try:
             render(bad)

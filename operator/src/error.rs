@@ -66,4 +66,22 @@ pub enum Error {
     PushKey { path: String, reason: String },
     #[error("cannot start the leader election's thread: {0}")]
     ElectionThread(#[source] std::io::Error),
+    #[error("reading ServiceAccount {account}, the owner of the table: {source}")]
+    ReadOwner {
+        account: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// `healthroute-operator uninstall`: one of its requests failed.
+    #[error("uninstall: {what}: {source}")]
+    Uninstall {
+        what: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// `healthroute-operator uninstall` ran out of time with something still to do.
+    #[error(
+        "uninstall incomplete: {left}; run it again (`helm uninstall --no-hooks` skips it, leaving what healthroute made)"
+    )]
+    UninstallIncomplete { left: String },
 }

@@ -19,15 +19,20 @@ pub mod index;
 pub mod leader;
 pub mod metrics;
 pub mod node;
+pub mod owner;
 pub mod peers;
 pub mod publish;
 pub mod push;
 pub mod rbac;
 pub mod readiness;
 pub mod status;
+pub mod uninstall;
 pub mod watched;
 pub mod writes;
 
 /// The field manager of everything the operator writes with server-side apply: the table's
 /// ConfigMaps and every status.
 pub const FIELD_MANAGER: &str = "healthroute-operator";
+
+/// The leader Lease's name (P3), in the release namespace.
+pub const LEADER_LEASE: &str = "healthroute-operator";

@@ -23,9 +23,13 @@ use tracing::Instrument;
 #[command(
     name = "healthroute-operator",
     version,
-    about = "Health-checked DNS routing: the control plane"
+    about = "Health-checked DNS routing: the control plane",
+    subcommand_negates_reqs = true
 )]
 struct Args {
+    /// `uninstall`: what the chart's pre-delete hook runs (SEMANTICS P13); none: the operator.
+    #[command(subcommand)]
+    command: Option<Command>,
     /// A zone the resolvers serve (repeatable); groups outside every zone are rejected.
     #[arg(long = "zone", value_name = "ZONE", required = true)]
     zones: Vec<String>,
@@ -93,6 +97,21 @@ struct Args {
     /// The same as `--log-format json` (kept for charts written before 0.2).
     #[arg(long = "log-json", hide = true)]
     log_json: bool,
+    /// The ServiceAccount (in --namespace) that owns the table's ConfigMaps and the leader
+    /// Lease, so that uninstalling removes them with it (the chart: the pod's own).
+    #[arg(
+        long = "owner-service-account",
+        env = "HEALTHROUTE_OWNER_SERVICE_ACCOUNT",
+        value_name = "NAME"
+    )]
+    owner_service_account: Option<String>,
+}
+
+#[derive(clap::Subcommand)]
+enum Command {
+    /// Removes what healthroute made at runtime (the operator stopped first) and marks every
+    /// RecordGroup not served: the chart's pre-delete hook.
+    Uninstall(healthroute_operator::uninstall::Settings),
 }
 
 /// A start-up error is said once, as `error: ...` on stderr, as the resolver says its own:
@@ -140,6 +159,9 @@ fn push_key(path: &std::path::Path) -> Result<healthroute_table::push::PushKey, 
 }
 
 async fn run(args: Args) -> Result<(), Error> {
+    if let Some(Command::Uninstall(settings)) = args.command {
+        return healthroute_operator::uninstall::main(settings).await;
+    }
     let zones = ServedZones::new(&args.zones)?;
     let push_key = match &args.push_key_file {
         Some(path) => {
@@ -175,7 +197,7 @@ async fn run(args: Args) -> Result<(), Error> {
         return Err(Error::LeaseTooShort);
     }
     let election = leader::Election {
-        lease: "healthroute-operator".into(),
+        lease: healthroute_operator::LEADER_LEASE.into(),
         namespace: args.namespace.clone(),
         identity: args.identity.clone(),
         duration: args.lease_duration,
@@ -202,7 +224,9 @@ async fn run(args: Args) -> Result<(), Error> {
             policy
         },
         watch_namespace: args.watch_namespace.clone(),
+        owner_service_account: args.owner_service_account.clone(),
         push_key,
+        push_key_file: args.push_key_file.clone(),
         ..Config::new(args.namespace.clone(), zones)
     };
     let control = tokio::spawn(

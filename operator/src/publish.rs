@@ -27,6 +27,12 @@
 //! label-selected request. The generation in the manifest and the deltas belongs to the
 //! publisher: a new term continues above the highest generation published or served (P4),
 //! whatever the compiler in this process counted.
+//!
+//! Every table object names the installation's owner (the operator's ServiceAccount, resolved
+//! at each term's start: [`crate::owner`]) in its `ownerReferences`, so that uninstalling the
+//! chart removes the table with it (P13). Objects on the server without that owner (written
+//! before it was set, or for an account made again) count as not written: the term's first
+//! table rewrites them.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -37,6 +43,7 @@ use healthroute_table::published::{
 };
 use healthroute_table::{CompiledGroup, GroupKey, RoutingTable, Value};
 use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
@@ -45,6 +52,7 @@ use tokio::sync::{mpsc, watch};
 use crate::FIELD_MANAGER;
 use crate::error::Error;
 use crate::metrics::PublisherMetrics;
+use crate::owner;
 use crate::push::Pusher;
 use healthroute_admin::retry::{Backoff, ErrorLog};
 
@@ -175,6 +183,11 @@ pub struct Publisher {
     fold: Option<Fold>,
     /// Sends each delta to the resolvers as it is written (P12).
     pusher: Option<Pusher>,
+    /// The ServiceAccount that owns the table, and the leader Lease given the same owner (P13).
+    owner_account: Option<(String, String)>,
+    /// That account as an owner, as last resolved (kept when it can no longer be read: objects
+    /// written while the release is being removed still go with it).
+    owner: Option<OwnerReference>,
 }
 
 impl Publisher {
@@ -194,7 +207,61 @@ impl Publisher {
             manifest_groups: None,
             fold: None,
             pusher: None,
+            owner_account: None,
+            owner: None,
         }
+    }
+
+    /// Every table object is owned by the ServiceAccount `account` of the table's namespace,
+    /// and each term gives the Lease `leader_lease` the same owner (P13).
+    pub fn with_owner(
+        mut self,
+        account: impl Into<String>,
+        leader_lease: impl Into<String>,
+    ) -> Self {
+        self.owner_account = Some((account.into(), leader_lease.into()));
+        self
+    }
+
+    /// Resolves the owner (a term's start) and gives the leader Lease to it. The table is never
+    /// held back for its owner: an account that cannot be read leaves the last one resolved
+    /// (or none, said once per term); only an API server that does not answer fails the term's
+    /// read-back, which is retried.
+    async fn resolve_owner(&mut self) -> Result<(), Error> {
+        let Some((account, lease)) = self.owner_account.clone() else {
+            return Ok(());
+        };
+        let client = self.api.clone().into_client();
+        let namespace = self.api.namespace().unwrap_or_default().to_owned();
+        match timed(
+            "reading the table's owner",
+            owner::resolve(&client, &namespace, &account),
+        )
+        .await?
+        {
+            Ok(Some(found)) => self.owner = Some(found),
+            Ok(None) if self.owner.is_some() => {
+                tracing::warn!(service_account = %account, "the table's owner is gone (the release is being removed?): written for the one it had")
+            }
+            Ok(None) => tracing::warn!(
+                service_account = %account,
+                "the table's owner cannot be read: the table is written without one, and uninstalling without hooks would leave it"
+            ),
+            Err(source) => return Err(Error::ReadOwner { account, source }),
+        }
+        if let Some(found) = &self.owner {
+            let adopted = owner::adopt_lease(&client, &namespace, &lease, found);
+            match timed("owning the leader Lease", adopted).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::debug!(lease = %lease, error = %e, "leader Lease not given its owner; tried again next term")
+                }
+                Err(e) => {
+                    tracing::debug!(lease = %lease, error = %e, "leader Lease not given its owner; tried again next term")
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Pushes each delta to the resolvers as it writes it (P12).
@@ -246,6 +313,7 @@ impl Publisher {
     /// Reads what is published: the content hashes (so unchanged shards are not rewritten),
     /// the generation to continue above, and the groups served.
     pub async fn read_back(&mut self) -> Result<ReadBack, Error> {
+        self.resolve_owner().await?;
         let list = timed(
             "listing the table ConfigMaps",
             self.api.list(&ListParams::default().labels(TABLE_LABEL)),
@@ -253,10 +321,19 @@ impl Publisher {
         .await?
         .map_err(Error::ListTable)?;
         let role = |cm: &ConfigMap| cm.labels().get(TABLE_LABEL).cloned();
+        // An object without this installation's owner counts as not written (P13).
+        let owner = self.owner.clone();
+        let owned = |cm: &ConfigMap| {
+            owner
+                .as_ref()
+                .is_none_or(|o| owner::owned_by(&cm.metadata, o))
+        };
+        let mut manifest_owned = true;
         self.written = list
             .items
             .iter()
             .filter(|cm| role(cm).as_deref() != Some(DELTA))
+            .filter(|cm| owned(cm))
             .filter_map(|cm| {
                 Some((
                     cm.name_any(),
@@ -274,7 +351,10 @@ impl Publisher {
             };
             match role(cm).as_deref() {
                 Some(MANIFEST) => match serde_json::from_str::<Manifest>(data) {
-                    Ok(m) => manifest = Some((m, published::content_hash(data.as_bytes()))),
+                    Ok(m) => {
+                        manifest_owned = owned(cm);
+                        manifest = Some((m, published::content_hash(data.as_bytes())));
+                    }
                     Err(e) => {
                         tracing::warn!(error = %e, "published manifest unreadable; it will be rewritten")
                     }
@@ -339,7 +419,9 @@ impl Publisher {
         let highest = deltas.iter().map(|d| d.generation).max().unwrap_or(0);
         found.generation = found.generation.max(highest);
         self.generation = self.generation.max(found.generation);
-        self.manifest = manifest;
+        // A manifest without the owner is not continued: the term's first table writes a new
+        // one (its generation still counts, above).
+        self.manifest = manifest.filter(|_| manifest_owned);
         self.loaded = true;
         self.full_next = true;
         Ok(found)
@@ -444,8 +526,11 @@ impl Publisher {
             shards: encoded.manifest.shards,
             ..Default::default()
         };
+        // The shards it names are on the server as written (their content, their owner).
         let same_set = self.manifest.as_ref().is_some_and(|(m, _)| {
             m.shards == encoded.manifest.shards && m.hashes == encoded.manifest.hashes
+        }) && encoded.shards.iter().all(|(index, hash, _)| {
+            self.written.get(&format!("{TABLE_NAME}-{index}")) == Some(hash)
         });
         // The manifest on the server is this table, and no delta lies on it: nothing to write.
         if same_set && self.generation == self.manifest.as_ref().map_or(0, |(m, _)| m.generation) {
@@ -820,7 +905,7 @@ impl Publisher {
         if let Some(base) = base {
             labels[BASE_LABEL] = json!(base.to_string());
         }
-        let cm = json!({
+        let mut cm = json!({
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {
@@ -830,6 +915,9 @@ impl Publisher {
             },
             "data": { DATA_KEY: data },
         });
+        if let Some(owner) = &self.owner {
+            cm["metadata"]["ownerReferences"] = json!([owner]);
+        }
         let params = PatchParams::apply(FIELD_MANAGER).force();
         timed(name, self.api.patch(name, &params, &Patch::Apply(cm)))
             .await?

@@ -11,15 +11,22 @@
 //! connection, that sends its queue in order (a resolver needs each delta to apply the next)
 //! with a 1 s deadline per request. A resolver that does not answer in time loses the
 //! connection and the push; its watch brings the change.
+//!
+//! The key comes from a mounted Secret that may change while the operator runs
+//! ([`follow_key_file`]): for `SIGN_PREVIOUS_FOR` after the change pushes are still signed
+//! with the key before (kubelet brings the Secret to each resolver at its own moment), then
+//! with the new one; a resolver that refuses a push (401) gets it once more signed with the
+//! other key while it is in use (`PushKeys::fallback_authorization`).
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use healthroute_admin::metrics::{Collector, DescriptorEncoder, Exposition};
 use healthroute_admin::retry::ErrorLog;
-use healthroute_table::push::{PATH, PushKey};
+use healthroute_table::push::{KEY_FILE_CHECK, PATH, PushKeys, Reload};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper::client::conn::http1::SendRequest;
@@ -54,7 +61,7 @@ impl Collector for PushMetrics {
         let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
         Exposition::new(encoder).counters(
             "healthroute_operator_pushed_deltas_total",
-            "Deltas pushed to resolvers (P12), by result: sent (taken), refused (the resolver's push key differs), failed (no answer within 1 s, or an error), dropped (64 were waiting).",
+            "Deltas pushed to resolvers (P12), by result: sent (taken), refused (the resolver's push key differs, and so does the other key while a rotation is under way), failed (no answer within 1 s, or an error), dropped (64 were waiting).",
             [
                 ([("result", "sent")], g(&self.sent)),
                 ([("result", "refused")], g(&self.refused)),
@@ -71,7 +78,7 @@ type Push = (Bytes, Arc<str>);
 /// Sends deltas to the resolvers' push listeners.
 #[derive(Debug)]
 pub struct Pusher {
-    key: PushKey,
+    keys: Arc<PushKeys>,
     /// The resolvers' advertised addresses, in order.
     targets: Arc<[Arc<str>]>,
     /// Each target's queue, once pushed to; its task ends with the sender.
@@ -80,9 +87,11 @@ pub struct Pusher {
 }
 
 impl Pusher {
-    pub fn new(key: PushKey, metrics: Arc<PushMetrics>) -> Self {
+    /// `keys` is a `PushKey` read once, or [`PushKeys`] that a [`follow_key_file`] task keeps
+    /// up to date.
+    pub fn new(keys: impl Into<Arc<PushKeys>>, metrics: Arc<PushMetrics>) -> Self {
         Pusher {
-            key,
+            keys: keys.into(),
             targets: Arc::new([]),
             resolvers: HashMap::new(),
             metrics,
@@ -106,13 +115,13 @@ impl Pusher {
             return 0;
         }
         let body = Bytes::copy_from_slice(body.as_bytes());
-        let authorization: Arc<str> = self.key.authorization(&body).into();
+        let authorization: Arc<str> = self.keys.authorization(&body, Instant::now()).into();
         let mut queued = 0;
         for address in self.targets.iter() {
             let queue = self.resolvers.entry(address.clone()).or_insert_with(|| {
                 let (tx, rx) = mpsc::channel(QUEUE);
                 tokio::spawn(
-                    send_in_order(address.clone(), rx, self.metrics.clone())
+                    send_in_order(address.clone(), rx, self.keys.clone(), self.metrics.clone())
                         .instrument(tracing::info_span!("push", resolver = %address)),
                 );
                 tx
@@ -132,16 +141,25 @@ impl Pusher {
 async fn send_in_order(
     address: Arc<str>,
     mut queue: mpsc::Receiver<Push>,
+    keys: Arc<PushKeys>,
     metrics: Arc<PushMetrics>,
 ) {
     let mut connection: Option<SendRequest<Full<Bytes>>> = None;
     let mut errors = ErrorLog::default();
     while let Some((body, authorization)) = queue.recv().await {
-        let sent = tokio::time::timeout(
+        let mut sent = tokio::time::timeout(
             DEADLINE,
-            send(&address, &mut connection, body, &authorization),
+            send(&address, &mut connection, body.clone(), &authorization),
         )
         .await;
+        // Refused while the key file changed not long ago: the resolver's copy of the Secret
+        // changed at another moment than this one's, so once more with the other key.
+        if let Ok(Ok(StatusCode::UNAUTHORIZED)) = sent
+            && let Some(other) = keys.fallback_authorization(&body, Instant::now())
+        {
+            sent =
+                tokio::time::timeout(DEADLINE, send(&address, &mut connection, body, &other)).await;
+        }
         let outcome = match sent {
             Ok(Ok(status)) if status == StatusCode::ACCEPTED => {
                 metrics.sent.fetch_add(1, Ordering::Relaxed);
@@ -168,6 +186,35 @@ async fn send_in_order(
         };
         if errors.should_log(&outcome) {
             tracing::warn!(resolver = %address, error = %outcome, "a pushed delta was not taken; the resolver's watch brings it (logged once a minute per error)");
+        }
+    }
+}
+
+/// Reads the key file `path` again every [`KEY_FILE_CHECK`] until aborted, and gives `keys`
+/// what it holds: kubelet replaces a mounted Secret's files when the Secret changes, so a new
+/// push key is used without a restart. A file that cannot be used keeps the key held (said
+/// once a minute; never the file's content).
+pub async fn follow_key_file(path: PathBuf, keys: Arc<PushKeys>) {
+    follow_key_file_every(path, keys, KEY_FILE_CHECK).await
+}
+
+async fn follow_key_file_every(path: PathBuf, keys: Arc<PushKeys>, every: Duration) {
+    let mut errors = ErrorLog::default();
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        match keys.reload(tokio::fs::read(&path).await, Instant::now()) {
+            Reload::Unchanged => {}
+            changed @ Reload::Changed => {
+                tracing::info!(file = %path.display(), "{changed}");
+            }
+            failed => {
+                let failed = failed.to_string();
+                if errors.should_log(&failed) {
+                    tracing::warn!(file = %path.display(), error = %failed, "the push key file cannot be used (said once a minute)");
+                }
+            }
         }
     }
 }
@@ -215,4 +262,141 @@ async fn send(
         .await
         .map_err(|e| format!("response: {e}"))?;
     Ok(status)
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+
+    use super::*;
+    use healthroute_table::push::PushKey;
+
+    const OLD: &[u8] = b"the push key before the rotation, 32+ bytes";
+    const NEW: &[u8] = b"the push key after the rotation, 32+ bytes";
+
+    /// A resolver whose push key is `key`: answers 202 to a push it verifies, else 401, on
+    /// kept-alive connections; sends each verified body on.
+    async fn resolver(key: PushKey) -> (String, mpsc::UnboundedReceiver<Vec<u8>>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let address = listener.local_addr().expect("addr").to_string();
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let (key, tx) = (key.clone(), tx.clone());
+                tokio::spawn(async move {
+                    let mut stream = BufReader::new(stream);
+                    loop {
+                        let (mut length, mut authorization) = (0, String::new());
+                        loop {
+                            let mut line = String::new();
+                            if stream.read_line(&mut line).await.unwrap_or(0) == 0 {
+                                return;
+                            }
+                            let line = line.trim_end();
+                            if line.is_empty() {
+                                break;
+                            }
+                            if let Some((name, value)) = line.split_once(": ") {
+                                match name.to_ascii_lowercase().as_str() {
+                                    "content-length" => length = value.parse().unwrap_or(0),
+                                    "authorization" => authorization = value.to_owned(),
+                                    _ => {}
+                                }
+                            }
+                        }
+                        let mut body = vec![0; length];
+                        if stream.read_exact(&mut body).await.is_err() {
+                            return;
+                        }
+                        let status = if key.verify(&body, &authorization) {
+                            let _ = tx.send(body);
+                            "202 Accepted"
+                        } else {
+                            "401 Unauthorized"
+                        };
+                        let response = format!("HTTP/1.1 {status}\r\ncontent-length: 0\r\n\r\n");
+                        if stream
+                            .get_mut()
+                            .write_all(response.as_bytes())
+                            .await
+                            .is_err()
+                        {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (address, rx)
+    }
+
+    async fn settled(metrics: &PushMetrics) -> (u64, u64) {
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        for _ in 0..500 {
+            if g(&metrics.sent) + g(&metrics.refused) + g(&metrics.failed) > 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        (g(&metrics.sent), g(&metrics.refused))
+    }
+
+    // SEM-P12: after the operator's key file changed, a resolver whose copy of the Secret
+    // has not changed yet takes the push (signed with the key before), and so does one that
+    // holds only the new key (started since: it gets a second try with it); a resolver
+    // with neither key refuses it after both tries.
+    #[tokio::test]
+    async fn a_rotation_refuses_no_push() {
+        let keys: Arc<PushKeys> = PushKey::new(OLD).expect("key").into();
+        assert!(matches!(keys.offer(NEW, Instant::now()), Reload::Changed));
+        for (resolver_key, outcome) in [
+            (OLD, (1, 0)),
+            (NEW, (1, 0)),
+            (&b"a key neither side holds, 32 bytes"[..], (0, 1)),
+        ] {
+            let (address, mut taken) = resolver(PushKey::new(resolver_key).expect("key")).await;
+            let metrics = Arc::new(PushMetrics::default());
+            let mut pusher = Pusher::new(keys.clone(), metrics.clone());
+            pusher.retarget(Arc::from(vec![Arc::<str>::from(address.as_str())]));
+            assert_eq!(pusher.push(r#"{"generation":2}"#), 1);
+            assert_eq!(settled(&metrics).await, outcome);
+            if outcome.0 == 1 {
+                assert_eq!(
+                    taken.recv().await.as_deref(),
+                    Some(&br#"{"generation":2}"#[..])
+                );
+            }
+        }
+    }
+
+    // SEM-P12: the operator reads its key file again and takes the new key without a
+    // restart; a file that holds no key keeps the one held.
+    #[tokio::test]
+    async fn a_changed_key_file_is_taken() {
+        let dir = std::env::temp_dir().join(format!("hr-operator-push-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let file = dir.join("push.key");
+        std::fs::write(&file, OLD).expect("write");
+        let keys: Arc<PushKeys> = PushKey::new(OLD).expect("key").into();
+        let every = Duration::from_millis(20);
+        let follower = tokio::spawn(follow_key_file_every(file.clone(), keys.clone(), every));
+        let new = PushKey::new(NEW).expect("key");
+        std::fs::write(&file, "").expect("write");
+        tokio::time::sleep(every * 5).await;
+        assert!(
+            keys.fallback_authorization(b"x", Instant::now()).is_none(),
+            "kept"
+        );
+        std::fs::write(&file, NEW).expect("write");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        // Taken: the new key is the second try now, the first once every pod has it.
+        while keys.fallback_authorization(b"x", Instant::now()) != Some(new.authorization(b"x")) {
+            assert!(Instant::now() < deadline, "the new key was never read");
+            tokio::time::sleep(every).await;
+        }
+        follower.abort();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -121,16 +121,40 @@ pub const OPERATOR: &[Access] = &[
         ],
         cluster: false,
     },
+    // delete: `uninstall` (P13) deletes the leader Lease and the checker Leases of pods that
+    // are gone.
     Access {
         api_group: "coordination.k8s.io",
         resource: "leases",
-        verbs: &["get", "list", "watch", "create", "update", "patch"],
+        verbs: &[
+            "get", "list", "watch", "create", "update", "patch", "delete",
+        ],
+        cluster: false,
+    },
+    // The owner of the table and the leader Lease (P13): the operator's own account, by name.
+    Access {
+        api_group: "",
+        resource: "serviceaccounts",
+        verbs: &["get"],
+        cluster: false,
+    },
+    // `uninstall` (P13) stops the operator first: its own Deployment, by name.
+    Access {
+        api_group: "apps",
+        resource: "deployments",
+        verbs: &["get"],
+        cluster: false,
+    },
+    Access {
+        api_group: "apps",
+        resource: "deployments/scale",
+        verbs: &["patch"],
         cluster: false,
     },
 ];
 
 /// The resolver: reads the published table; as a checker, reads HealthChecks, writes its own
-/// status entries and its own heartbeat Lease.
+/// status entries and its own heartbeat Lease, which it deletes after its drain (P9).
 pub const RESOLVER: &[Access] = &[
     Access {
         api_group: "",
@@ -153,7 +177,7 @@ pub const RESOLVER: &[Access] = &[
     Access {
         api_group: "coordination.k8s.io",
         resource: "leases",
-        verbs: &["create", "patch"],
+        verbs: &["create", "patch", "delete"],
         cluster: false,
     },
 ];

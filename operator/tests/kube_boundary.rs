@@ -662,3 +662,197 @@ async fn a_change_does_not_wait_for_a_folds_encode() {
     }
     assert!(!publisher.folding());
 }
+
+/// The ServiceAccount that owns the table, as the API server answers it.
+fn service_account() -> Json {
+    json!({"apiVersion": "v1", "kind": "ServiceAccount",
+           "metadata": {"name": "hr-operator", "namespace": "healthroute", "uid": "uid-sa"}})
+}
+
+/// A term's start with an owner: the account is read, the leader Lease given it (its
+/// ownerReferences alone), then the table listed with `listed`.
+async fn owner_then_list(handle: &mut Handle, listed: Vec<Json>) {
+    expect(
+        handle,
+        "GET",
+        "/api/v1/namespaces/healthroute/serviceaccounts/hr-operator",
+        |_| service_account(),
+    )
+    .await;
+    let lease = expect(
+        handle,
+        "PATCH",
+        "/apis/coordination.k8s.io/v1/namespaces/healthroute/leases/healthroute-operator?",
+        |b| b.clone(),
+    )
+    .await;
+    assert_eq!(
+        lease["metadata"],
+        json!({"name": "healthroute-operator", "ownerReferences": [
+            {"apiVersion": "v1", "kind": "ServiceAccount", "name": "hr-operator", "uid": "uid-sa"}]}),
+        "the Lease's owner and nothing else: its spec is the election's"
+    );
+    assert!(lease.get("spec").is_none());
+    expect(
+        handle,
+        "GET",
+        "/api/v1/namespaces/healthroute/configmaps?&labelSelector=healthroute.io%2Ftable",
+        move |_| json!({"apiVersion": "v1", "kind": "ConfigMapList", "metadata": {}, "items": listed}),
+    )
+    .await;
+}
+
+// SEM-P13: with an owner, every table object names the operator's ServiceAccount (by uid) in
+// its ownerReferences, so that the garbage collector removes the table with the release; a
+// table found without it (written before) is written again with it, unchanged otherwise, in
+// the term's first table; one found with it is left alone.
+#[tokio::test]
+async fn the_table_is_owned_by_the_operators_service_account() {
+    let (client, mut handle) = mock();
+    let table = index_with(&[("a", "192.0.2.1"), ("b", "192.0.2.2")])
+        .compiler
+        .table();
+    let owner = json!([{"apiVersion": "v1", "kind": "ServiceAccount", "name": "hr-operator", "uid": "uid-sa"}]);
+
+    // The table as an operator without an owner wrote it.
+    let mut unowned = Publisher::new(
+        Api::<ConfigMap>::namespaced(client.clone(), "healthroute"),
+        2,
+    );
+    let server =
+        tokio::spawn(async move {
+            expect(&mut handle, "GET", "/api/v1/namespaces/healthroute/configmaps", |_| {
+            json!({"apiVersion": "v1", "kind": "ConfigMapList", "metadata": {}, "items": []})
+        })
+        .await;
+            let written = answer_all(&mut handle).await;
+            (written, handle)
+        });
+    unowned.publish(&table, || true).await.expect("publishes");
+    let (before, mut handle) = server.await.expect("server");
+    assert_eq!(before.len(), 3, "two shards and the manifest");
+    assert!(
+        before
+            .iter()
+            .all(|b| b["metadata"].get("ownerReferences").is_none())
+    );
+
+    // A term with the owner: every object is written again, with it.
+    let mut publisher = Publisher::new(Api::<ConfigMap>::namespaced(client, "healthroute"), 2)
+        .with_owner("hr-operator", "healthroute-operator");
+    let listed = before.clone();
+    let server = tokio::spawn(async move {
+        owner_then_list(&mut handle, listed).await;
+        let written = answer_all(&mut handle).await;
+        (written, handle)
+    });
+    let report = publisher.publish(&table, || true).await.expect("publishes");
+    let (after, mut handle) = server.await.expect("server");
+    assert_eq!((report.shards_written, report.manifest_written), (2, true));
+    assert_eq!(report.generation, 2, "a new manifest above the one found");
+    let names = |w: &[Json]| -> Vec<String> {
+        w.iter()
+            .map(|b| {
+                b["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+            .collect()
+    };
+    assert_eq!(names(&after), names(&before));
+    for (a, b) in after.iter().zip(&before) {
+        assert_eq!(
+            a["metadata"]["ownerReferences"], owner,
+            "{}",
+            a["metadata"]["name"]
+        );
+        if a["metadata"]["labels"]["healthroute.io/table"] == "shard" {
+            assert_eq!(a["data"], b["data"], "the same shard, now owned");
+        }
+    }
+
+    // The next term finds it owned: nothing to write.
+    publisher.reset();
+    let listed = after.clone();
+    let server = tokio::spawn(async move {
+        owner_then_list(&mut handle, listed).await;
+        answer_all(&mut handle).await
+    });
+    let report = publisher.publish(&table, || true).await.expect("publishes");
+    assert_eq!(
+        server.await.expect("server"),
+        Vec::<Json>::new(),
+        "no write"
+    );
+    assert_eq!((report.shards_written, report.manifest_written), (0, false));
+
+    // A delta of a later change names the owner too.
+    let (client, mut handle) = mock();
+    let mut publisher = Publisher::new(Api::<ConfigMap>::namespaced(client, "healthroute"), 2)
+        .with_owner("hr-operator", "healthroute-operator");
+    let server = tokio::spawn(async move {
+        owner_then_list(&mut handle, after).await;
+        answer_all(&mut handle).await
+    });
+    publisher.publish(&table, || true).await.expect("publishes");
+    let changed = index_with(&[("a", "192.0.2.1"), ("b", "192.0.2.99")])
+        .compiler
+        .table();
+    let report = publisher
+        .publish(&changed, || true)
+        .await
+        .expect("publishes");
+    assert!(report.delta_written);
+    let written = server.await.expect("server");
+    assert_eq!(written.len(), 1, "{written:?}");
+    assert_eq!(
+        written[0]["metadata"]["labels"]["healthroute.io/table"],
+        "delta"
+    );
+    assert_eq!(written[0]["metadata"]["ownerReferences"], owner);
+}
+
+// SEM-P13: an account that cannot be read (gone, or not readable) never holds the table back:
+// it is written without an owner, as before.
+#[tokio::test]
+async fn a_missing_owner_never_holds_the_table_back() {
+    let (client, mut handle) = mock();
+    let table = index_with(&[("a", "192.0.2.1")]).compiler.table();
+    let mut publisher = Publisher::new(Api::<ConfigMap>::namespaced(client, "healthroute"), 2)
+        .with_owner("hr-operator", "healthroute-operator");
+    let server = tokio::spawn(async move {
+        let (req, send) = handle.next_request().await.expect("a request");
+        assert!(
+            req.uri()
+                .to_string()
+                .contains("/serviceaccounts/hr-operator")
+        );
+        send.send_response(
+            Response::builder()
+                .status(404)
+                .body(Body::from(
+                    serde_json::to_vec(&json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404}))
+                        .expect("json"),
+                ))
+                .expect("response"),
+        );
+        expect(
+            &mut handle,
+            "GET",
+            "/api/v1/namespaces/healthroute/configmaps",
+            |_| json!({"apiVersion": "v1", "kind": "ConfigMapList", "metadata": {}, "items": []}),
+        )
+        .await;
+        answer_all(&mut handle).await
+    });
+    let report = publisher.publish(&table, || true).await.expect("publishes");
+    assert!(report.manifest_written);
+    let written = server.await.expect("server");
+    assert!(!written.is_empty());
+    assert!(
+        written
+            .iter()
+            .all(|b| b["metadata"].get("ownerReferences").is_none())
+    );
+}

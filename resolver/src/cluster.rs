@@ -16,8 +16,15 @@
 //! server is unreachable it keeps serving the last table it assembled (P2); when it is back,
 //! the watches resume within about a second (bounded backoff). The generation it serves only
 //! moves forward (P4), and its Lease tells a new operator leader where to continue.
+//!
+//! A checker's Lease lives as long as its pod (P9): in a cluster it is owned by the Pod
+//! (`POD_NAME`, `POD_UID` from the downward API), so the garbage collector deletes it when the
+//! pod is gone, and after the drain the checker stops and deletes it itself. Without those
+//! variables (a resolver outside a pod) the Lease has no owner and only the delete removes it.
 
+use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
 use healthroute_admin::retry::{Backoff, ErrorLog};
@@ -31,7 +38,7 @@ use healthroute_table::{RoutingTable, Value};
 use hyper::body::Bytes;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Patch, PatchParams};
+use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
@@ -134,7 +141,9 @@ pub fn field_manager(checker: &str) -> String {
 
 /// Runs the checker against the cluster's HealthChecks and writes what it sees;
 /// `served_generation` tells the heartbeat which table generation this resolver serves, and
-/// `push_address` where the leader pushes deltas to it (P12).
+/// `push_address` where the leader pushes deltas to it (P12). When `stop` completes (after
+/// the drain, P9) the checker writes nothing more and deletes its own Lease, in at most
+/// [`LEASE_DELETE_WITHIN`], then returns.
 pub async fn run_checker(
     client: Client,
     namespace: String,
@@ -142,6 +151,7 @@ pub async fn run_checker(
     mut events: mpsc::Receiver<CheckerEvent>,
     served_generation: impl Fn() -> Option<u64> + Send + 'static,
     push_address: Option<String>,
+    stop: impl Future<Output = ()> + Send,
 ) {
     let name = checker.name().to_owned();
     let manager = field_manager(&name);
@@ -153,9 +163,12 @@ pub async fn run_checker(
     // status (every checker's view) were 12.5 KB a HealthCheck at 10,000 groups (heaptrack).
     let mut known: std::collections::BTreeMap<ObjectKey, HealthCheckSpec> = Default::default();
     let mut listing: Option<std::collections::BTreeSet<ObjectKey>> = None;
-    let leases: Api<Lease> = Api::namespaced(client.clone(), &namespace);
+    let lease = CheckerLease::new(client.clone(), &namespace, &name, PodOwner::from_env());
+    let mut stop = std::pin::pin!(stop);
     loop {
         tokio::select! {
+            // A write under way finishes first: nothing is written after the delete.
+            () = &mut stop => break,
             Some(event) = stream.next() => {
                 let key = |c: &HealthCheck| ObjectKey::new(c.namespace().unwrap_or_default(), c.name_any());
                 match event {
@@ -179,15 +192,17 @@ pub async fn run_checker(
                         tracing::warn!(check = %check, error = %e, "could not write this checker's view");
                     }
                 }
-                CheckerEvent::Heartbeat { checker: who, at } => {
-                    if let Err(e) = write_heartbeat(&leases, &manager, &who, at, served_generation(), push_address.as_deref()).await {
+                CheckerEvent::Heartbeat { at, .. } => {
+                    if let Err(e) = lease.renew(at, served_generation(), push_address.as_deref()).await {
                         tracing::debug!(error = %e, "heartbeat not written");
                     }
                 }
             },
-            else => return,
+            else => break,
         }
     }
+    drop(checker); // its probes and heartbeat stop
+    lease.delete(LEASE_DELETE_WITHIN).await;
 }
 
 /// Writes one checker's view into `HealthCheck.status.checkers[]` (its own entry only).
@@ -219,42 +234,125 @@ pub async fn write_view(
     .map(|_| ())
 }
 
-/// Renews the checker's heartbeat Lease (H7: who is reachable), with the table generation
-/// its resolver serves (P4: a new operator leader continues above it).
-pub async fn write_heartbeat(
-    leases: &Api<Lease>,
-    manager: &str,
-    checker: &str,
-    at: jiff::Timestamp,
-    served_generation: Option<u64>,
-    push_address: Option<&str>,
-) -> Result<(), kube::Error> {
-    let lease_name = format!("healthroute-checker-{checker}");
-    let mut annotations = serde_json::Map::new();
-    if let Some(g) = served_generation {
-        annotations.insert(SERVED_GENERATION_ANNOTATION.into(), g.to_string().into());
-    }
-    if let Some(address) = push_address {
-        annotations.insert(ADDRESS_ANNOTATION.into(), address.into());
-    }
-    let patch = json!({
-        "apiVersion": "coordination.k8s.io/v1",
-        "kind": "Lease",
-        "metadata": {"name": lease_name, "labels": {CHECKER_LABEL: checker}, "annotations": annotations},
-        "spec": {
-            "holderIdentity": checker,
-            "renewTime": at.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string(),
-            "leaseDurationSeconds": 10,
-        },
-    });
-    leases
-        .patch(
-            &lease_name,
-            &PatchParams::apply(manager).force(),
-            &Patch::Apply(patch),
+/// How long a checker's Lease lasts without renewal; its checker renews it every second.
+pub const CHECKER_LEASE_SECONDS: i32 = 10;
+
+/// How long a stopping resolver tries to delete its checker's Lease (P9).
+pub const LEASE_DELETE_WITHIN: Duration = Duration::from_secs(2);
+
+/// The Pod a checker's Lease belongs to: the garbage collector deletes the Lease once the
+/// Pod is gone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodOwner {
+    pub name: String,
+    pub uid: String,
+}
+
+impl PodOwner {
+    /// This process's Pod, from the downward API variables `POD_NAME` and `POD_UID` (the
+    /// chart sets both); none unless both are set (a resolver outside a pod, tests).
+    pub fn from_env() -> Option<PodOwner> {
+        Self::from_vars(
+            std::env::var("POD_NAME").ok(),
+            std::env::var("POD_UID").ok(),
         )
-        .await
-        .map(|_| ())
+    }
+
+    fn from_vars(name: Option<String>, uid: Option<String>) -> Option<PodOwner> {
+        let (name, uid) = (name?.trim().to_owned(), uid?.trim().to_owned());
+        (!name.is_empty() && !uid.is_empty()).then_some(PodOwner { name, uid })
+    }
+}
+
+/// One checker's heartbeat Lease, `healthroute-checker-<checker>`: renewed by the checker
+/// (H7: who is reachable; P4: the generation its resolver serves; P12: where the leader
+/// pushes), owned by its Pod when it has one, deleted by the resolver on its way out (P9).
+pub struct CheckerLease {
+    api: Api<Lease>,
+    checker: String,
+    manager: String,
+    owner: Option<PodOwner>,
+}
+
+impl CheckerLease {
+    pub fn new(client: Client, namespace: &str, checker: &str, owner: Option<PodOwner>) -> Self {
+        CheckerLease {
+            api: Api::namespaced(client, namespace),
+            checker: checker.to_owned(),
+            manager: field_manager(checker),
+            owner,
+        }
+    }
+
+    /// The Lease's name.
+    pub fn name(&self) -> String {
+        format!("healthroute-checker-{}", self.checker)
+    }
+
+    /// Renews the Lease (server-side apply, under the checker's own field manager), with the
+    /// table generation its resolver serves and where the leader pushes deltas to it.
+    pub async fn renew(
+        &self,
+        at: jiff::Timestamp,
+        served_generation: Option<u64>,
+        push_address: Option<&str>,
+    ) -> Result<(), kube::Error> {
+        let mut annotations = serde_json::Map::new();
+        if let Some(g) = served_generation {
+            annotations.insert(SERVED_GENERATION_ANNOTATION.into(), g.to_string().into());
+        }
+        if let Some(address) = push_address {
+            annotations.insert(ADDRESS_ANNOTATION.into(), address.into());
+        }
+        let mut metadata = json!({
+            "name": self.name(),
+            "labels": {CHECKER_LABEL: self.checker},
+            "annotations": annotations,
+        });
+        // No blockOwnerDeletion: that would need the right to update the Pod's finalizers,
+        // and nothing waits for the Lease to go.
+        if let Some(pod) = &self.owner {
+            metadata["ownerReferences"] = json!([{
+                "apiVersion": "v1", "kind": "Pod", "name": pod.name, "uid": pod.uid,
+            }]);
+        }
+        let patch = json!({
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": metadata,
+            "spec": {
+                "holderIdentity": self.checker,
+                "renewTime": at.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string(),
+                "leaseDurationSeconds": CHECKER_LEASE_SECONDS,
+            },
+        });
+        self.api
+            .patch(
+                &self.name(),
+                &PatchParams::apply(&self.manager).force(),
+                &Patch::Apply(patch),
+            )
+            .await
+            .map(|_| ())
+    }
+
+    /// Deletes the Lease, best effort, giving up after `within`: a Lease left behind is
+    /// deleted with its Pod by the garbage collector, and counts as gone once it is stale.
+    pub async fn delete(&self, within: Duration) {
+        let name = self.name();
+        match tokio::time::timeout(within, self.api.delete(&name, &DeleteParams::default())).await {
+            Ok(Ok(_)) => tracing::info!(lease = %name, "deleted this checker's Lease"),
+            Ok(Err(kube::Error::Api(s))) if s.code == 404 => {}
+            Ok(Err(e)) => {
+                tracing::warn!(lease = %name, error = %e, "could not delete this checker's Lease; its Pod's garbage collection or staleness removes it");
+            }
+            Err(_) => tracing::warn!(
+                lease = %name,
+                seconds = within.as_secs_f64(),
+                "deleting this checker's Lease took too long; its Pod's garbage collection or staleness removes it"
+            ),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -303,17 +401,10 @@ mod tests {
         write_view(&client, &manager, &ObjectKey::new("shop", "web"), &view)
             .await
             .expect("view");
-        let leases: Api<Lease> = Api::namespaced(client, "healthroute");
-        write_heartbeat(
-            &leases,
-            &manager,
-            "resolver-a",
-            jiff::Timestamp::now(),
-            Some(41),
-            Some("10.1.2.3:8055"),
-        )
-        .await
-        .expect("lease");
+        CheckerLease::new(client, "healthroute", "resolver-a", None)
+            .renew(jiff::Timestamp::now(), Some(41), Some("10.1.2.3:8055"))
+            .await
+            .expect("lease");
         let seen = server.await.expect("server");
         assert!(
             seen[0].0.starts_with(
@@ -347,5 +438,136 @@ mod tests {
             seen[1].1["metadata"]["annotations"][ADDRESS_ANNOTATION],
             "10.1.2.3:8055"
         );
+        assert_eq!(
+            seen[1].1["spec"]["leaseDurationSeconds"],
+            CHECKER_LEASE_SECONDS
+        );
+        // SEM-P9: outside a pod, no owner.
+        assert!(seen[1].1["metadata"].get("ownerReferences").is_none());
+    }
+
+    /// Every request a stand-in saw, in order: method, URI and body.
+    type Seen = Arc<std::sync::Mutex<Vec<(String, String, serde_json::Value)>>>;
+
+    /// A stand-in API server for the checker's loop: an empty HealthCheck list, a watch that
+    /// never answers, Lease writes and deletes echoed.
+    fn checker_api() -> (Client, Seen) {
+        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = seen.clone();
+        tokio::spawn(async move {
+            let mut watches = Vec::new();
+            while let Some((req, send)) = handle.next_request().await {
+                let method = req.method().to_string();
+                let uri = req.uri().to_string();
+                let bytes = req.into_body().collect_bytes().await.unwrap_or_default();
+                let body: serde_json::Value =
+                    serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null);
+                log.lock()
+                    .expect("log")
+                    .push((method.clone(), uri.clone(), body.clone()));
+                let reply = if uri.contains("watch=true") {
+                    watches.push(send);
+                    continue;
+                } else if method == "GET" {
+                    json!({"apiVersion": "healthroute.io/v1alpha1", "kind": "HealthCheckList",
+                           "metadata": {"resourceVersion": "1"}, "items": []})
+                } else if method == "DELETE" {
+                    json!({"kind": "Status", "apiVersion": "v1", "status": "Success"})
+                } else {
+                    body
+                };
+                send.send_response(
+                    Response::builder()
+                        .body(Body::from(serde_json::to_vec(&reply).expect("json")))
+                        .expect("response"),
+                );
+            }
+        });
+        (Client::new(service, "healthroute"), seen)
+    }
+
+    // SEM-P9 SEM-H7: in a pod, the checker's Lease is owned by it (the garbage collector
+    // deletes it with the pod); after the drain the checker stops, deletes its Lease, and
+    // writes nothing after that.
+    #[tokio::test]
+    async fn a_stopped_checker_deletes_its_pod_owned_lease_and_writes_no_more() {
+        let (client, seen) = checker_api();
+        let pod = PodOwner::from_vars(Some("resolver-7f9c".into()), Some("0c1d-uid".into()));
+        let lease = CheckerLease::new(client.clone(), "healthroute", "resolver-7f9c", pod);
+        lease
+            .renew(jiff::Timestamp::now(), Some(3), None)
+            .await
+            .expect("renewed");
+        let (_, _, body) = seen.lock().expect("log")[0].clone();
+        assert_eq!(
+            body["metadata"]["ownerReferences"],
+            json!([{"apiVersion": "v1", "kind": "Pod", "name": "resolver-7f9c", "uid": "0c1d-uid"}])
+        );
+
+        let (events_tx, events_rx) = mpsc::channel(16);
+        let checker = Checker::new(
+            "resolver-a",
+            None,
+            healthroute_checker::TargetPolicy::cluster_default(),
+            events_tx.clone(),
+        );
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(run_checker(
+            client,
+            "healthroute".into(),
+            checker,
+            events_rx,
+            || Some(7),
+            None,
+            async {
+                let _ = stop_rx.await;
+            },
+        ));
+        let heartbeat = || CheckerEvent::Heartbeat {
+            checker: "resolver-a".into(),
+            at: jiff::Timestamp::now(),
+        };
+        let lease_path = "/apis/coordination.k8s.io/v1/namespaces/healthroute/leases/healthroute-checker-resolver-a";
+        let lease_requests = || -> Vec<String> {
+            seen.lock()
+                .expect("log")
+                .iter()
+                .filter(|(_, uri, _)| uri.starts_with(lease_path))
+                .map(|(method, _, _)| method.clone())
+                .collect()
+        };
+        events_tx.send(heartbeat()).await.expect("heartbeat");
+        for _ in 0..200 {
+            if !lease_requests().is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(lease_requests(), ["PATCH"]);
+        stop_tx.send(()).expect("stop");
+        tokio::time::timeout(Duration::from_secs(5), task)
+            .await
+            .expect("the checker returns after its delete")
+            .expect("no panic");
+        // A heartbeat after the stop finds no one to write it.
+        assert!(events_tx.send(heartbeat()).await.is_err());
+        assert_eq!(lease_requests(), ["PATCH", "DELETE"]);
+    }
+
+    // SEM-P9: the owner comes from the downward API's POD_NAME and POD_UID, both or none.
+    #[test]
+    fn the_pod_owner_needs_both_name_and_uid() {
+        let some = |s: &str| Some(s.to_owned());
+        assert_eq!(
+            PodOwner::from_vars(some("resolver-1"), some("u-1")),
+            Some(PodOwner {
+                name: "resolver-1".into(),
+                uid: "u-1".into()
+            })
+        );
+        assert_eq!(PodOwner::from_vars(some("resolver-1"), None), None);
+        assert_eq!(PodOwner::from_vars(None, some("u-1")), None);
+        assert_eq!(PodOwner::from_vars(some("resolver-1"), some(" ")), None);
     }
 }

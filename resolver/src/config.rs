@@ -244,9 +244,11 @@ pub struct ExchangeFileConfig {
 }
 
 /// The peers a checker asks and the exchange listener's keys, from the file's `peers` and
-/// `exchange` (the flag wins for the address). Key files are read here, once; a relative
-/// `secretFile` is relative to the configuration file's folder (`config_path`). A mistake is
-/// told with the field it is in (`peers[0].keys[1].secret`), never with a secret (SEM-X10).
+/// `exchange` (the flag wins for the address). Key files are read here, and again while
+/// running (`healthroute_checker::peer::follow_key_files`, X1: a changed Secret is taken
+/// without a restart); a relative `secretFile` is relative to the configuration file's folder
+/// (`config_path`). A mistake is told with the field it is in (`peers[0].keys[1].secret`),
+/// never with a secret (SEM-X10).
 pub fn peers_and_exchange(
     file: &FileConfig,
     config_path: &Path,
@@ -264,20 +266,24 @@ pub fn peers_and_exchange(
     for (i, peer) in configs.iter_mut().enumerate() {
         for (j, key) in peer.keys.iter_mut().enumerate() {
             let at = format!("peers[{i}].keys[{j}]");
-            // A file's secret is read once, here, and checked as if it were inline.
+            // A file's secret is checked here as if it were inline, so that a mistake is told
+            // at its place; the peers keep the file's path, to read it again while running.
             let from_file = key.secret.is_none() && key.secret_file.is_some();
-            if let Some(f) = key.secret_file.take_if(|_| from_file) {
-                let path = base.join(f);
-                let secret = std::fs::read_to_string(&path).map_err(|e| {
+            let mut checked = key.clone();
+            if let Some(f) = key.secret_file.as_mut().filter(|_| from_file) {
+                let path = base.join(&*f);
+                let secret = std::fs::read(&path).map_err(|e| {
                     file.mistake(
                         config_path,
                         format!("{at}.secretFile"),
                         format!("TSIG key {}: cannot read {}: {e}", key.name, path.display()),
                     )
                 })?;
-                key.secret = Some(secret);
+                checked.secret = Some(String::from_utf8_lossy(&secret).into_owned());
+                checked.secret_file = None;
+                *f = path;
             }
-            if let Err(e) = key.load() {
+            if let Err(e) = checked.load() {
                 let (field, what_to_do) = key_field(&e, from_file);
                 return Err(file.mistake(
                     config_path,
@@ -301,7 +307,7 @@ pub fn peers_and_exchange(
     };
     let peers = Peers::from_config(&configs).map_err(at_peer)?;
     let listen = flag_listen.or(file.exchange.as_ref().map(|e| e.listen));
-    let exchange = match (listen, peers.server_keys().map_err(at_peer)?) {
+    let exchange = match (listen, peers.server_keys()) {
         (Some(listen), Some(keys)) => Some(crate::exchange::ExchangeConfig { listen, keys }),
         (Some(_), None) => return Err(Error::ExchangeWithoutPeers),
         (None, _) => None,
@@ -1006,6 +1012,118 @@ defaultTtl: 30
             told(&e).contains("peers[0].keys[0].secretFile: TSIG key east-west.: cannot read "),
             "{e}"
         );
+    }
+
+    /// Log lines written in a test.
+    #[derive(Clone, Default)]
+    struct Lines(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Lines {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if let Ok(mut lines) = self.0.lock() {
+                lines.extend_from_slice(buf);
+            }
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    // SEM-X1 SEM-X10: a key file the configuration names is read again while running: a
+    // changed secret is accepted by the exchange listener at once, the previous one still
+    // signs the checker's queries and is still accepted; a file that turns unreadable, not
+    // base64 or too short keeps the secret in use, told once by its file and field without
+    // the secret, and counted.
+    #[test]
+    fn key_files_are_read_again_while_running() {
+        use healthroute_checker::peer::KeyReload;
+        use healthroute_exchange::{KeyRing, Query, TsigKey, verify_query};
+        // "healthroute-next-secret-32-bytes"
+        const NEXT: &str = "aGVhbHRocm91dGUtbmV4dC1zZWNyZXQtMzItYnl0ZXM=";
+        let dir = std::env::temp_dir().join(format!(
+            "healthroute-key-reload-{}-{}",
+            std::process::id(),
+            fastrand::u64(..)
+        ));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let key_file = dir.join("key");
+        std::fs::write(&key_file, format!("{SECRET}\n")).expect("write");
+        let path = dir.join(CONFIG_FILE);
+        let text = format!(
+            "exchange: {{listen: \"127.0.0.1:5354\"}}\n{}",
+            peer_with("        secretFile: key\n")
+        );
+        std::fs::write(&path, text).expect("write");
+        let file = FileConfig::read(&path).expect("valid");
+        let (peers, exchange) = peers_and_exchange(&file, &path, None).expect("valid");
+        let listener = exchange.expect("an exchange listener").keys;
+        let key = |secret: &str| TsigKey::new("east-west.", "hmac-sha256", secret).expect("key");
+        let accepts = |secret: &str, at: u64| {
+            let ring = KeyRing::new(vec![key(secret)]).expect("ring");
+            let query = Query::new("shop", "www", &ring, at).expect("query");
+            verify_query(&query.bytes, &listener.load(), at).is_ok()
+        };
+        let now = 1_780_000_000;
+        assert!(accepts(SECRET, now) && !accepts(NEXT, now));
+
+        let lines = Lines::default();
+        let writer = lines.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        let _guard = tracing::subscriber::set_default(subscriber);
+
+        assert_eq!(peers.reload_key_files(now), KeyReload::default());
+        std::fs::write(&key_file, format!("{NEXT}\n")).expect("write");
+        assert_eq!(
+            peers.reload_key_files(now),
+            KeyReload {
+                loaded: 1,
+                refused: 0
+            }
+        );
+        assert!(accepts(NEXT, now) && accepts(SECRET, now));
+        let west = peers.get("west").expect("west");
+        assert_eq!(west.keys().signing_key(now), &key(SECRET));
+
+        for (content, says) in [
+            (Some(DECODED), "the secret is not base64"),
+            (Some("c2hvcnQ="), "the secret has 5 bytes"),
+            (None, "cannot read secretFile"),
+        ] {
+            match content {
+                Some(content) => std::fs::write(&key_file, content).expect("write"),
+                None => std::fs::remove_file(&key_file).expect("remove"),
+            }
+            for (at, refused) in [(now + 2, 1), (now + 4, 0)] {
+                assert_eq!(
+                    peers.reload_key_files(at),
+                    KeyReload { loaded: 0, refused },
+                    "{says}, told once"
+                );
+                assert!(accepts(NEXT, at) && accepts(SECRET, at), "{says}: kept");
+            }
+            let text = String::from_utf8_lossy(&lines.0.lock().expect("lines")).into_owned();
+            let told: Vec<&str> = text.lines().filter(|l| l.contains(says)).collect();
+            assert_eq!(told.len(), 1, "{says}: {text}");
+            assert!(
+                told[0].contains("peers[0].keys[0].secretFile: TSIG key east-west.")
+                    && told[0].contains(&key_file.display().to_string())
+                    && told[0].contains("the key's secret in use is kept"),
+                "{}",
+                told[0]
+            );
+        }
+        assert_eq!(peers.key_reloads().get("loaded"), 1);
+        assert_eq!(peers.key_reloads().get("refused"), 3);
+        let text = String::from_utf8_lossy(&lines.0.lock().expect("lines")).into_owned();
+        for secret in [SECRET, DECODED, NEXT, &SECRET[..16], &NEXT[..16]] {
+            assert!(!text.contains(secret), "a secret in the log:\n{text}");
+        }
+        assert!(text.contains("a new secret from"), "{text}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

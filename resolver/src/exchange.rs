@@ -12,15 +12,18 @@
 //! The table is the one the resolver serves (the same `watch` the serving table is built
 //! from), so a peer hears exactly what this cluster answers. Exchange traffic is small (one
 //! query per peer check, checker and interval), so the listener is a plain tokio loop.
+//!
+//! The keys are loaded once per query from [`ServerKeys`], which the peers' key file reloads
+//! swap (X1): a changed Secret is accepted without a restart, and while its change goes on the
+//! previous secret too, the answer signed with whichever verified the query.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use healthroute_admin::metrics::{Collector, CountsByResult, DescriptorEncoder, Exposition};
-use healthroute_exchange::{
-    KeyRing, MAX_MESSAGE_SIZE, PeerAnswer, PeerValue, encode_answer, verify_query,
-};
+use healthroute_checker::peer::ServerKeys;
+use healthroute_exchange::{MAX_MESSAGE_SIZE, PeerAnswer, PeerValue, encode_answer, verify_query};
 use healthroute_table::{RoutingTable, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
@@ -33,11 +36,12 @@ const TCP_IDLE: Duration = Duration::from_secs(10);
 /// TCP connections served at once; more wait in the kernel's backlog.
 const TCP_CONNECTIONS: usize = 64;
 
-/// The listener's configuration: where, and which keys it accepts (every peer's, X1).
+/// The listener's configuration: where, and which keys it accepts (every peer's, X1; swapped
+/// when a key file changes).
 #[derive(Debug, Clone)]
 pub struct ExchangeConfig {
     pub listen: SocketAddr,
-    pub keys: KeyRing,
+    pub keys: ServerKeys,
 }
 
 /// Exchange queries by outcome (X7: rejections are counted), exported as
@@ -113,13 +117,15 @@ fn unix_now() -> u64 {
 /// The reply to one exchange message, if any; `max` is the largest reply the transport takes.
 fn reply(
     bytes: &[u8],
-    keys: &KeyRing,
+    keys: &ServerKeys,
     tables: &watch::Receiver<Option<Arc<RoutingTable<Value>>>>,
     metrics: &ExchangeMetrics,
     udp: bool,
 ) -> Option<Vec<u8>> {
     let now = unix_now();
-    match verify_query(bytes, keys, now) {
+    // The verified query holds the secret that verified it: the ring is not kept.
+    let verified = verify_query(bytes, &keys.load(), now);
+    match verified {
         Err(rejection) => {
             metrics.count(rejection.label());
             tracing::debug!(%rejection, "exchange query refused");
@@ -160,7 +166,7 @@ pub async fn start(
     let tcp = TcpListener::bind(bound)
         .await
         .map_err(listen("exchange TCP"))?;
-    let keys = Arc::new(config.keys);
+    let keys = config.keys;
     let udp_task = {
         let (keys, tables, metrics) = (keys.clone(), tables.clone(), metrics.clone());
         let span = tracing::info_span!("exchange_udp", addr = %bound);
@@ -217,7 +223,7 @@ pub async fn start(
 /// Length-prefixed messages (RFC 1035 4.2.2) until the client closes or idles.
 async fn serve_tcp(
     mut stream: TcpStream,
-    keys: &KeyRing,
+    keys: &ServerKeys,
     tables: &watch::Receiver<Option<Arc<RoutingTable<Value>>>>,
     metrics: &ExchangeMetrics,
 ) -> std::io::Result<()> {

@@ -10,7 +10,7 @@ use tokio::sync::{mpsc, watch};
 use tracing::{Instrument, info_span};
 
 use healthroute_admin::lifecycle::{self, LogFormat};
-use healthroute_checker::{Checker, Cidr, TargetPolicy};
+use healthroute_checker::{Checker, Cidr, TargetPolicy, peer};
 use healthroute_compiler::manifests::CONFIG_FILE;
 use healthroute_resolver::config::{FileConfig, zone_configs, zones_and_ttl};
 use healthroute_resolver::error::Error;
@@ -325,9 +325,12 @@ async fn serve_standalone(args: ServeArgs, dir: PathBuf) -> Result<(), Error> {
     let (peers, exchange) =
         healthroute_resolver::config::peers_and_exchange(&file.0, &file.1, args.exchange_listen)?;
     config.exchange = exchange;
+    // Key files are read again while running (X1): a changed Secret needs no restart.
+    let peers = std::sync::Arc::new(peers);
+    let _key_files = peer::follow_key_files(peers.clone(), peer::KEY_FILE_INTERVAL);
     let mut checker = Checker::new("standalone", config.local_zone.clone(), policy, events_tx)
         .with_metric_checks(healthroute_checker::metric::file_credentials(dir.clone()))
-        .with_peers(std::sync::Arc::new(peers));
+        .with_peers(peers);
     if let Some(zone) = &config.local_zone {
         tracing::info!(zone, "zone-affinity answers are this zone's (A1)");
     }
@@ -382,22 +385,32 @@ async fn serve_cluster(args: ServeArgs) -> Result<(), Error> {
     let (peers, exchange) =
         healthroute_resolver::config::peers_and_exchange(&file.0, &file.1, args.exchange_listen)?;
     config.exchange = exchange;
+    let peers = std::sync::Arc::new(peers);
     // The push listener first: a flag error is told before any connection is tried.
     let mut tasks = Vec::new();
     let mut pushes = None;
     let mut advertised = None;
     if let Some((addr, key)) = push_settings(&args)? {
         let metrics = std::sync::Arc::new(healthroute_resolver::push::PushMetrics::default());
-        let (bound, deltas, task) = healthroute_resolver::push::listen(addr, key, metrics.clone())
-            .await
-            .map_err(|source| Error::Listen {
-                what: "push",
-                addr,
-                source,
-            })?;
+        // P12: the key file is followed while running, the previous key accepted a while.
+        let keys: std::sync::Arc<healthroute_table::push::PushKeys> = key.into();
+        let (bound, deltas, task) =
+            healthroute_resolver::push::listen(addr, keys.clone(), metrics.clone())
+                .await
+                .map_err(|source| Error::Listen {
+                    what: "push",
+                    addr,
+                    source,
+                })?;
         let address = push_address(&args, bound)?;
         tracing::info!(addr = %bound, advertised = %address, "taking the leader's pushed deltas (P12)");
         tasks.push(task);
+        if let Some(path) = args.push_key_file.clone() {
+            tasks.push(tokio::spawn(
+                healthroute_resolver::push::follow_key_file(path, keys)
+                    .instrument(tracing::info_span!("push_key_file")),
+            ));
+        }
         config.push = Some(healthroute_resolver::push::PushCollector(metrics.clone()));
         pushes = Some((deltas, metrics));
         advertised = Some(address);
@@ -425,18 +438,22 @@ async fn serve_cluster(args: ServeArgs) -> Result<(), Error> {
             policy,
             events_tx,
         )
-        .with_peers(std::sync::Arc::new(peers));
+        .with_peers(peers.clone());
         c.start_heartbeat(Duration::from_secs(1));
         config.checker = Some(c.collector());
         checker = Some((c, events_rx));
     }
+    // Key files are read again while running (X1): a changed Secret needs no restart.
+    tasks.extend(peer::follow_key_files(peers, peer::KEY_FILE_INTERVAL));
     let running = start(config, table_rx).await?;
+    let (stop_checker, checker_stop) = tokio::sync::oneshot::channel::<()>();
+    let mut checker_task = None;
     if let Some((c, events_rx)) = checker {
         // The heartbeat carries the generation being served (P4).
         let shared = running.shared.clone();
         let served = move || shared.table.load().as_ref().map(|t| t.generation);
         let span = info_span!("checker", checker = %args.checker_name);
-        tasks.push(tokio::spawn(
+        checker_task = Some(tokio::spawn(
             healthroute_resolver::cluster::run_checker(
                 client,
                 args.table_namespace.clone(),
@@ -444,6 +461,9 @@ async fn serve_cluster(args: ServeArgs) -> Result<(), Error> {
                 events_rx,
                 served,
                 advertised,
+                async {
+                    let _ = checker_stop.await;
+                },
             )
             .instrument(span),
         ));
@@ -452,6 +472,11 @@ async fn serve_cluster(args: ServeArgs) -> Result<(), Error> {
     running
         .drain(args.drain(5.0), lifecycle::shutdown_signal())
         .await;
+    // P9: after the drain the checker stops and deletes its Lease (bounded inside).
+    let _ = stop_checker.send(());
+    if let Some(task) = checker_task {
+        let _ = tokio::time::timeout(Duration::from_secs(3), task).await;
+    }
     tracing::info!("shutting down: finishing in-flight queries");
     for t in tasks {
         t.abort();

@@ -3,7 +3,8 @@
 //!
 //! ```text
 //!   status            every RecordGroup: policy, healthy/total, last resort, served generation,
-//!                     and the generation each resolver serves when they differ
+//!                     and the generation each live resolver serves when they differ (a
+//!                     checker Lease past its expiry is a gone pod's: counted, not shown)
 //!   explain NAME      why the live answer is what it is: the cluster's objects through the
 //!                     simulator (docs/semantics.md), checks at their current status
 //!   shift start|extend|cancel|list   (list: ZonalShifts and the shifts ZonalAutoshifts
@@ -154,7 +155,62 @@ fn json_text(v: &Json) -> String {
     serde_json::to_string_pretty(v).unwrap_or_default() + "\n"
 }
 
-/// `status`: every RecordGroup, and the table generation each resolver serves.
+/// How long past its Lease's expiry a checker still counts as live: the resolver's clock
+/// (which wrote `renewTime`) and the user's may differ by this much.
+pub const LEASE_CLOCK_SLACK: jiff::SignedDuration = jiff::SignedDuration::from_secs(5);
+
+/// A resolver as its live checker Lease tells it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct LiveResolver {
+    pub checker: String,
+    /// The table generation it serves (P4), when it says.
+    pub served_generation: Option<u64>,
+}
+
+/// The resolvers whose checker Lease is live at `now`, by checker name, and how many Leases
+/// are stale. A Lease is live while `renewTime + leaseDurationSeconds` (plus
+/// [`LEASE_CLOCK_SLACK`]) is ahead of `now`; a Lease without a renewal time is stale. A stale
+/// Lease is a resolver that stopped renewing: a pod gone (its Lease not yet collected), or
+/// one cut off from the API server (H7 counts it out too).
+pub fn live_resolvers<'a>(
+    leases: impl IntoIterator<Item = &'a Lease>,
+    now: jiff::Timestamp,
+) -> (Vec<LiveResolver>, usize) {
+    let default_duration = crate::cluster::CHECKER_LEASE_SECONDS;
+    let mut live = Vec::new();
+    let mut stale = 0;
+    for l in leases {
+        let spec = l.spec.as_ref();
+        let expiry = spec
+            .and_then(|s| s.renew_time.as_ref())
+            .and_then(|renewed| {
+                let seconds = spec
+                    .and_then(|s| s.lease_duration_seconds)
+                    .unwrap_or(default_duration);
+                let lasts = jiff::SignedDuration::from_secs(i64::from(seconds)) + LEASE_CLOCK_SLACK;
+                renewed.0.checked_add(lasts).ok()
+            });
+        if expiry.is_none_or(|e| e <= now) {
+            stale += 1;
+            continue;
+        }
+        live.push(LiveResolver {
+            checker: l
+                .labels()
+                .get(CHECKER_LABEL)
+                .cloned()
+                .unwrap_or_else(|| l.name_any()),
+            served_generation: l
+                .annotations()
+                .get(SERVED_GENERATION_ANNOTATION)
+                .and_then(|g| g.parse().ok()),
+        });
+    }
+    live.sort();
+    (live, stale)
+}
+
+/// `status`: every RecordGroup, and the table generation each live resolver serves.
 pub async fn status(
     client: &Client,
     scope: &Scope,
@@ -168,23 +224,7 @@ pub async fn status(
         .list(&ListParams::default().labels(CHECKER_LABEL))
         .await
         .map_err(err("cannot list the checkers' Leases"))?;
-    let mut resolvers: Vec<(String, Option<u64>)> = leases
-        .items
-        .iter()
-        .map(|l| {
-            let name = l
-                .labels()
-                .get(CHECKER_LABEL)
-                .cloned()
-                .unwrap_or_else(|| l.name_any());
-            let generation = l
-                .annotations()
-                .get(SERVED_GENERATION_ANNOTATION)
-                .and_then(|g| g.parse().ok());
-            (name, generation)
-        })
-        .collect();
-    resolvers.sort();
+    let (resolvers, stale) = live_resolvers(&leases.items, jiff::Timestamp::now());
     let mut rows = Vec::new();
     let mut items = Vec::new();
     for g in &groups {
@@ -210,15 +250,15 @@ pub async fn status(
         }));
     }
     let generations: std::collections::BTreeSet<Option<u64>> =
-        resolvers.iter().map(|(_, g)| *g).collect();
+        resolvers.iter().map(|r| r.served_generation).collect();
     if output == Output::Json {
         let resolvers: Vec<Json> = resolvers
             .iter()
-            .map(|(n, g)| json!({"checker": n, "servedGeneration": g}))
+            .map(|r| json!({"checker": r.checker, "servedGeneration": r.served_generation}))
             .collect();
-        return Ok(json_text(
-            &json!({"recordGroups": items, "resolvers": resolvers}),
-        ));
+        return Ok(json_text(&json!({
+            "recordGroups": items, "resolvers": resolvers, "staleCheckerLeases": stale,
+        })));
     }
     let mut out = table(
         &[
@@ -235,20 +275,33 @@ pub async fn status(
         out = "no RecordGroups\n".into();
     }
     match (resolvers.len(), generations.len()) {
-        (0, _) => out.push_str("resolvers: none reports a served generation (no checker Lease)\n"),
+        (0, _) => {
+            out.push_str("resolvers: none reports a served generation (no live checker Lease)\n")
+        }
         (n, 1) => {
-            let g = resolvers[0].1.map_or("unknown".into(), |g| g.to_string());
+            let g = resolvers[0]
+                .served_generation
+                .map_or("unknown".into(), |g| g.to_string());
             let _ = writeln!(out, "resolvers: {n}, all serving table generation {g}");
         }
         (n, _) => {
             let _ = writeln!(out, "resolvers: {n}, serving different table generations:");
-            for (name, g) in &resolvers {
+            for r in &resolvers {
                 let _ = writeln!(
                     out,
-                    "  {name}: {}",
-                    g.map_or("unknown".into(), |g| g.to_string())
+                    "  {}: {}",
+                    r.checker,
+                    r.served_generation
+                        .map_or("unknown".into(), |g| g.to_string())
                 );
             }
+        }
+    }
+    match stale {
+        0 => {}
+        1 => out.push_str("1 stale checker Lease (a gone pod) not shown\n"),
+        n => {
+            let _ = writeln!(out, "{n} stale checker Leases (gone pods) not shown");
         }
     }
     Ok(out)
@@ -932,5 +985,137 @@ async fn answered(
             return Ok(None);
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: &str = "2026-12-01T12:00:00Z";
+
+    fn now() -> jiff::Timestamp {
+        NOW.parse().expect("time")
+    }
+
+    /// A checker's Lease as the resolver writes it, renewed `ago` seconds before [`NOW`]
+    /// (none: never renewed).
+    fn mk_lease(
+        checker: &str,
+        generation: Option<u64>,
+        ago: Option<i64>,
+        duration: Option<i32>,
+    ) -> Lease {
+        let renewed = ago.map(|s| (now() - jiff::SignedDuration::from_secs(s)).to_string());
+        serde_json::from_value(json!({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": format!("healthroute-checker-{checker}"),
+                         "labels": {CHECKER_LABEL: checker},
+                         "annotations": generation.map(|g| json!({SERVED_GENERATION_ANNOTATION: g.to_string()}))},
+            "spec": {"holderIdentity": checker, "renewTime": renewed, "leaseDurationSeconds": duration},
+        }))
+        .expect("a Lease")
+    }
+
+    fn live(checker: &str, generation: Option<u64>) -> LiveResolver {
+        LiveResolver {
+            checker: checker.into(),
+            served_generation: generation,
+        }
+    }
+
+    // SEM-P5 SEM-H7: `status` reports the generations of the resolvers that renew their
+    // checker Lease; a Lease past renewTime + leaseDurationSeconds (and the clock slack) is a
+    // gone pod's, counted but not shown, so 27 gone pods never read as "different
+    // generations".
+    #[test]
+    fn only_live_checker_leases_count_as_resolvers() {
+        let cases: &[(&str, Lease, bool)] = &[
+            (
+                "renewed just now",
+                mk_lease("a", Some(7), Some(0), Some(10)),
+                true,
+            ),
+            (
+                "within its duration",
+                mk_lease("b", Some(7), Some(9), Some(10)),
+                true,
+            ),
+            (
+                "past its duration, within the slack",
+                mk_lease("c", Some(7), Some(14), Some(10)),
+                true,
+            ),
+            (
+                "past duration and slack",
+                mk_lease("d", Some(6), Some(16), Some(10)),
+                false,
+            ),
+            (
+                "a gone pod's, an hour old",
+                mk_lease("e", Some(3), Some(3600), Some(10)),
+                false,
+            ),
+            (
+                "no duration: the checker's 10 s",
+                mk_lease("f", Some(7), Some(12), None),
+                true,
+            ),
+            (
+                "no duration, old",
+                mk_lease("g", Some(7), Some(20), None),
+                false,
+            ),
+            (
+                "a longer duration is honoured",
+                mk_lease("h", Some(7), Some(50), Some(60)),
+                true,
+            ),
+            (
+                "never renewed",
+                mk_lease("i", Some(7), None, Some(10)),
+                false,
+            ),
+            (
+                "renewed ahead of our clock",
+                mk_lease("j", Some(7), Some(-3), Some(10)),
+                true,
+            ),
+        ];
+        for (what, lease, expect_live) in cases {
+            let (found, stale) = live_resolvers([lease], now());
+            assert_eq!(found.len() == 1, *expect_live, "{what}");
+            assert_eq!(stale == 1, !*expect_live, "{what}");
+        }
+    }
+
+    // SEM-P5: what `status` judges "different generations" over is the live resolvers only,
+    // sorted by name; the stale ones are a count.
+    #[test]
+    fn stale_leases_do_not_make_generations_differ() {
+        let mut leases = vec![
+            mk_lease("resolver-b", Some(9), Some(1), Some(10)),
+            mk_lease("resolver-a", Some(9), Some(0), Some(10)),
+        ];
+        for i in 0..27 {
+            leases.push(mk_lease(
+                &format!("gone-{i}"),
+                Some(i),
+                Some(600 + i as i64),
+                Some(10),
+            ));
+        }
+        let (found, stale) = live_resolvers(&leases, now());
+        assert_eq!(
+            found,
+            [live("resolver-a", Some(9)), live("resolver-b", Some(9))]
+        );
+        assert_eq!(stale, 27);
+        // A live Lease without a generation, or without the label, still counts.
+        let mut bare = mk_lease("x", None, Some(0), Some(10));
+        bare.metadata.labels = None;
+        let (found, stale) = live_resolvers([&bare], now());
+        assert_eq!(found, [live("healthroute-checker-x", None)]);
+        assert_eq!(stale, 0);
     }
 }

@@ -9,15 +9,22 @@
 //!
 //! Only a body whose signature verifies reaches the follower, and the follower decodes it
 //! as it decodes a delta from the watch: nothing else here reads it.
+//!
+//! The key comes from a mounted Secret that may change while the resolver runs
+//! ([`follow_key_file`]): a push signed with the key held before the change is still taken
+//! for `PREVIOUS_KEY_GRACE` (the leader signs with it until every pod has the new key), so
+//! that a rotation refuses no push.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use healthroute_admin::metrics::{Collector, CountsByResult, DescriptorEncoder, Exposition};
+use healthroute_admin::retry::ErrorLog;
 use healthroute_table::published::MAX_DELTA_BYTES;
-use healthroute_table::push::{PATH, PushKey};
+use healthroute_table::push::{KEY_FILE_CHECK, PATH, PushKeys, Reload};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
@@ -48,10 +55,11 @@ impl Collector for PushCollector {
 }
 
 /// Binds `addr` and serves pushes until the task is aborted: each verified body goes to the
-/// returned receiver.
+/// returned receiver. `keys` is a `PushKey` read once, or [`PushKeys`] that a
+/// [`follow_key_file`] task keeps up to date.
 pub async fn listen(
     addr: SocketAddr,
-    key: PushKey,
+    keys: impl Into<Arc<PushKeys>>,
     metrics: Arc<PushMetrics>,
 ) -> std::io::Result<(
     SocketAddr,
@@ -62,15 +70,44 @@ pub async fn listen(
     let local = listener.local_addr()?;
     let (tx, rx) = mpsc::channel(QUEUE);
     let task = tokio::spawn(
-        serve(listener, Arc::new(key), tx, metrics)
+        serve(listener, keys.into(), tx, metrics)
             .instrument(tracing::info_span!("push_listener", addr = %local)),
     );
     Ok((local, rx, task))
 }
 
+/// Reads the key file `path` again every [`KEY_FILE_CHECK`] until aborted, and gives `keys`
+/// what it holds: kubelet replaces a mounted Secret's files when the Secret changes, so a new
+/// push key is taken without a restart. A file that cannot be used keeps the key held (said
+/// once a minute; never the file's content).
+pub async fn follow_key_file(path: PathBuf, keys: Arc<PushKeys>) {
+    follow_key_file_every(path, keys, KEY_FILE_CHECK).await
+}
+
+async fn follow_key_file_every(path: PathBuf, keys: Arc<PushKeys>, every: Duration) {
+    let mut errors = ErrorLog::default();
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        match keys.reload(tokio::fs::read(&path).await, Instant::now()) {
+            Reload::Unchanged => {}
+            changed @ Reload::Changed => {
+                tracing::info!(file = %path.display(), "{changed}");
+            }
+            failed => {
+                let failed = failed.to_string();
+                if errors.should_log(&failed) {
+                    tracing::warn!(file = %path.display(), error = %failed, "the push key file cannot be used (said once a minute)");
+                }
+            }
+        }
+    }
+}
+
 async fn serve(
     listener: TcpListener,
-    key: Arc<PushKey>,
+    key: Arc<PushKeys>,
     deltas: mpsc::Sender<Bytes>,
     metrics: Arc<PushMetrics>,
 ) {
@@ -105,7 +142,7 @@ async fn serve(
 /// What one request gets: the status, and a line saying why.
 async fn take(
     request: Request<Incoming>,
-    key: &PushKey,
+    key: &PushKeys,
     deltas: &mpsc::Sender<Bytes>,
     metrics: &PushMetrics,
 ) -> (StatusCode, &'static str) {
@@ -137,7 +174,9 @@ async fn take(
             return (StatusCode::BAD_REQUEST, "the body could not be read\n");
         }
     };
-    if !key.verify(&body, &authorization) {
+    // A push signed with the key held before the key file changed is taken within the grace:
+    // the leader signs with it until every pod has the new key.
+    if key.verify(&body, &authorization, Instant::now()).is_none() {
         metrics.count("bad_signature");
         return (StatusCode::UNAUTHORIZED, "not signed with the push key\n");
     }
@@ -158,6 +197,7 @@ mod tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     use super::*;
+    use healthroute_table::push::PushKey;
 
     const SECRET: &[u8] = b"a push key of at least thirty-two bytes";
 
@@ -223,5 +263,59 @@ mod tests {
             "nothing else reached the follower"
         );
         task.abort();
+    }
+
+    // SEM-P12: when the key file changes (kubelet writes a changed Secret into the volume),
+    // the listener takes pushes signed with the new key without a restart, and still those
+    // signed with the key before it (the leader's copy may not have changed yet); a file
+    // that holds no key meanwhile keeps the keys held.
+    #[tokio::test]
+    async fn a_changed_key_file_is_taken_and_the_previous_key_still_is() {
+        let dir = std::env::temp_dir().join(format!("hr-push-reload-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let file = dir.join("push.key");
+        std::fs::write(&file, SECRET).expect("write");
+        let old = PushKey::new(SECRET).expect("key");
+        let keys: Arc<PushKeys> = old.clone().into();
+        let every = Duration::from_millis(20);
+        let follower = tokio::spawn(follow_key_file_every(file.clone(), keys.clone(), every));
+        let metrics = Arc::new(PushMetrics::default());
+        let (addr, mut deltas, task) = listen(
+            "127.0.0.1:0".parse().expect("addr"),
+            keys.clone(),
+            metrics.clone(),
+        )
+        .await
+        .expect("listens");
+        let body = br#"{"base":1,"baseHash":"0","previous":1,"generation":2}"#;
+        let new_secret = b"the rotated push key, thirty-two bytes or more";
+        let new = PushKey::new(new_secret).expect("key");
+        assert_eq!(post(addr, PATH, &new.authorization(body), body).await, 401);
+
+        std::fs::write(&file, b"short").expect("write");
+        tokio::time::sleep(every * 5).await;
+        assert_eq!(
+            post(addr, PATH, &old.authorization(body), body).await,
+            202,
+            "kept"
+        );
+        std::fs::write(&file, new_secret).expect("write");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while keys
+            .verify(body, &new.authorization(body), Instant::now())
+            .is_none()
+        {
+            assert!(Instant::now() < deadline, "the new key was never read");
+            tokio::time::sleep(every).await;
+        }
+        assert_eq!(post(addr, PATH, &new.authorization(body), body).await, 202);
+        assert_eq!(post(addr, PATH, &old.authorization(body), body).await, 202);
+        for _ in 0..3 {
+            assert_eq!(deltas.recv().await.as_deref(), Some(&body[..]));
+        }
+        assert_eq!(metrics.get("bad_signature"), 1);
+        follower.abort();
+        task.abort();
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

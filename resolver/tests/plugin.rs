@@ -131,15 +131,23 @@ fn checks() -> Json {
     ])
 }
 
+/// Two live resolvers' checker Leases (renewed a second ago) and a gone pod's (renewed an
+/// hour ago, not yet collected).
 fn leases() -> Json {
-    let lease = |checker: &str, generation: u64| {
+    let lease = |checker: &str, generation: u64, ago: i64| {
+        let renewed = jiff::Timestamp::now() - jiff::SignedDuration::from_secs(ago);
         json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                "metadata": {"name": format!("healthroute-checker-{checker}"), "namespace": "healthroute",
                             "labels": {"healthroute.io/checker": checker},
                             "annotations": {"healthroute.io/served-generation": generation.to_string()}},
-               "spec": {}})
+               "spec": {"holderIdentity": checker, "leaseDurationSeconds": 10,
+                        "renewTime": renewed.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()}})
     };
-    json!([lease("resolver-7f9c", 7), lease("resolver-k2m4", 6)])
+    json!([
+        lease("resolver-7f9c", 7, 1),
+        lease("resolver-k2m4", 6, 1),
+        lease("resolver-gone", 5, 3600)
+    ])
 }
 
 fn list(kind: &str, items: Json) -> Json {
@@ -331,8 +339,14 @@ async fn every_command_reads_right_and_the_guide_shows_it() {
         status.contains("shop/legacy") && status.contains("yes"),
         "{status}"
     );
+    // SEM-P5: the live resolvers only; the gone pod's Lease is counted, not shown.
     assert!(
         status.contains("resolvers: 2, serving different table generations:"),
+        "{status}"
+    );
+    assert!(!status.contains("resolver-gone"), "{status}");
+    assert!(
+        status.contains("1 stale checker Lease (a gone pod) not shown"),
         "{status}"
     );
     let json: Json = serde_json::from_str(
@@ -343,6 +357,8 @@ async fn every_command_reads_right_and_the_guide_shows_it() {
     .expect("valid JSON");
     assert_eq!(json["recordGroups"][1]["lastResort"], true);
     assert_eq!(json["resolvers"][1]["servedGeneration"], 6);
+    assert_eq!(json["resolvers"].as_array().map(Vec::len), Some(2));
+    assert_eq!(json["staleCheckerLeases"], 1);
 
     let checks = plugin::checks(&client, &shop(), Output::Table)
         .await

@@ -3,6 +3,7 @@
 mod autoshift;
 mod dns;
 mod generated;
+mod key_rotation;
 mod metric;
 mod peers;
 mod protocol;

@@ -47,6 +47,7 @@ use serde::{Deserialize, Serialize};
     validation = Rule::new("!has(self.target) || !has(self.target.path) || self.type == 'HTTP' || self.type == 'HTTPS'").message("target.path is only allowed with HTTP and HTTPS checks"),
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = crate::openapi::kubernetes_formats)]
 pub struct HealthCheckSpec {
     /// What the check does: HTTP, HTTPS, TCP, Calculated (over other checks), Metric (a
     /// Prometheus query) or Peer (a RecordGroup's health in a peer cluster).
@@ -274,6 +275,7 @@ pub struct CalculatedCheck {
 /// What the checkers and the operator report about a HealthCheck.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = crate::openapi::kubernetes_formats)]
 pub struct HealthCheckStatus {
     /// The final status, after quorum, inversion and disabling.
     #[serde(default, skip_serializing_if = "Option::is_none")]

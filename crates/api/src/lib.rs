@@ -19,6 +19,7 @@ mod zonal_autoshift;
 mod zonal_shift;
 
 pub mod crd;
+pub mod openapi;
 
 use std::collections::BTreeMap;
 

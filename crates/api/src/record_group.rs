@@ -47,6 +47,7 @@ use crate::PeerTarget;
     validation = Rule::new("self.type != 'TXT' && self.type != 'CNAME' || self.records.all(r, !has(r.service))").message("service records answer addresses: only A and AAAA groups can use them"),
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = crate::openapi::kubernetes_formats)]
 pub struct RecordGroupSpec {
     /// The fully qualified name served, e.g. `api.shop.example.com.`; it must lie in a zone the
     /// resolvers serve.
@@ -230,6 +231,7 @@ pub struct HealthCheckRef {
 /// What the operator reports about a RecordGroup.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = crate::openapi::kubernetes_formats)]
 pub struct RecordGroupStatus {
     /// False while the group is rejected (SEMANTICS S8) and never compiled.
     #[serde(default)]

@@ -76,6 +76,7 @@ pub const OUTCOMES_KEPT: usize = 10;
     validation = Rule::new("self.autoshift != 'Enabled' || has(self.practiceRun)").message("autoshift Enabled requires a practiceRun configuration"),
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = crate::openapi::kubernetes_formats)]
 pub struct ZonalAutoshiftSpec {
     /// The RecordGroups autoshift and practice runs apply to.
     pub target: ShiftTarget,
@@ -191,6 +192,7 @@ pub struct PracticeRunSpec {
 /// What the engine decided for one ZonalAutoshift (SEMANTICS AS11).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = crate::openapi::kubernetes_formats)]
 pub struct ZonalAutoshiftStatus {
     /// Whether an autoshift is in force.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -39,6 +39,7 @@ use crate::health_check::is_false;
     validation = Rule::new("has(self.target.recordGroup) != has(self.target.selector)").message("target has exactly one of recordGroup, selector"),
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = crate::openapi::kubernetes_formats)]
 pub struct ZonalShiftSpec {
     /// The zone (`topology.kubernetes.io/zone`) to move traffic away from.
     #[schemars(length(min = 1, max = 63))]
@@ -72,6 +73,7 @@ pub struct ShiftTarget {
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = crate::openapi::kubernetes_formats)]
 pub struct ZonalShiftStatus {
     /// What kind of shift this is: a ZonalShift object is always `Customer`; the shifts a
     /// ZonalAutoshift starts are `Autoshift` or `PracticeRun` (SEMANTICS AS5).

@@ -226,7 +226,16 @@ impl Collector for CheckerCollector {
                     )
                 }),
             )
-        })
+        })?;
+        match m.peers.key_reloads.get() {
+            Some(reloads) => out.counters(
+                "healthroute_peer_key_reloads_total",
+                "Peer key files read again that held another secret, by result: loaded (in use now) or refused (unusable: the secret in use is kept), each problem once.",
+                ["loaded", "refused"]
+                    .map(|result| ([("checker", checker), ("result", result)], reloads.get(result))),
+            ),
+            None => Ok(()),
+        }
     }
 }
 
@@ -365,8 +374,17 @@ impl Checker {
         }
     }
 
-    /// Asks these peer clusters for Peer checks (X4).
+    /// Asks these peer clusters for Peer checks (X4); its collector exports their key file
+    /// reloads (X1) when some key is in a file.
     pub fn with_peers(mut self, peers: peer::SharedPeers) -> Self {
+        if peers.has_key_files() {
+            // Set once: a checker is given its peers once, before it is shared.
+            let _ = self
+                .metrics
+                .peers
+                .key_reloads
+                .set(peers.key_reloads().clone());
+        }
         self.peers = peers;
         self
     }

@@ -13,19 +13,39 @@
 //! the timeout: a listener that does not answer (or answers what cannot be read) is skipped
 //! for the next one, but an answer that is read (signed or refused) decides. Thresholds (H5)
 //! are the check task's, as for probes.
+//!
+//! # Keys that change while running (X1)
+//! Each peer's [`KeyRing`] and the exchange listener's ([`ServerKeys`]) sit behind an
+//! `ArcSwap`, loaded once per exchange. [`follow_key_files`] reads every `secretFile` again
+//! every [`KEY_FILE_INTERVAL`]; a file whose bytes changed and hold a valid secret swaps in
+//! rings [`KeyRing::rotated`] from the ones in use (the previous secret still signs for a
+//! window and is accepted for two), and a file that cannot be used keeps the secret in use,
+//! told once per problem and counted.
+//!
+//! ```text
+//!   every 2 s: read each secretFile ── same bytes ──▶ nothing
+//!                  │ other bytes
+//!                  ├─ unreadable, not base64, too short ──▶ keep; warn once, count `refused`
+//!                  └─ valid ──▶ peer ring, listener ring: rotated(fresh, now) ──▶ store; `loaded`
+//! ```
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use healthroute_admin::metrics::AtomicHistogram;
+use arc_swap::{ArcSwap, Guard};
+use healthroute_admin::metrics::{AtomicHistogram, CountsByResult};
 use healthroute_exchange::{
-    ExchangeError, KeyConfig, KeyRing, MAX_MESSAGE_SIZE, PeerAnswer, PeerValue, Query, TsigKey,
+    ExchangeError, KeyConfig, KeyRing, MAX_MESSAGE_SIZE, PeerAnswer, PeerValue, Query,
+    ROTATION_WINDOW, TsigKey,
 };
 use serde::Deserialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UdpSocket};
+use tokio::task::JoinHandle;
+use tracing::Instrument;
 
 use crate::error::Error;
 
@@ -46,21 +66,90 @@ pub struct PeerConfig {
 pub struct Peer {
     pub name: String,
     pub addresses: Vec<String>,
-    pub keys: KeyRing,
+    /// Its keys, swapped when a key file changes (X1).
+    keys: ArcSwap<KeyRing>,
 }
 
-/// Every configured peer, by name.
+impl Peer {
+    /// The keys queries to this peer are signed with now: one load per exchange, no
+    /// allocation.
+    pub fn keys(&self) -> Guard<Arc<KeyRing>> {
+        self.keys.load()
+    }
+}
+
+/// The keys the exchange listener accepts: every peer's (X7), swapped when a key file changes
+/// (X1). Clones share them.
+#[derive(Debug, Clone)]
+pub struct ServerKeys(Arc<ArcSwap<KeyRing>>);
+
+impl ServerKeys {
+    /// The keys now: one load per query, no allocation.
+    pub fn load(&self) -> Guard<Arc<KeyRing>> {
+        self.0.load()
+    }
+}
+
+/// How often key files are read again (X1): a read of a few bytes and a comparison each, so
+/// a changed Secret is in use seconds after kubelet writes it.
+pub const KEY_FILE_INTERVAL: Duration = Duration::from_secs(2);
+
+/// Every configured peer, by name, and the keys read from files, read again while running.
 #[derive(Debug, Default)]
 pub struct Peers {
     peers: BTreeMap<String, Peer>,
+    /// The exchange listener's keys; `None` without peers.
+    server: Option<ServerKeys>,
+    /// The keys whose secret is in a file, in configuration order; the lock is taken by
+    /// [`Peers::reload_key_files`] alone.
+    key_files: Mutex<Vec<KeyFile>>,
+    /// Key file reads that found another secret, by result (`loaded`, `refused`).
+    key_reloads: Arc<CountsByResult>,
+}
+
+/// A key whose secret is in a file (X1).
+struct KeyFile {
+    /// The peer's name, and the key's place in its ring.
+    peer: String,
+    index: usize,
+    /// The key as configured: name, algorithm and the file's path.
+    config: KeyConfig,
+    /// Where it is configured (`peers[0].keys[1].secretFile`), for messages.
+    field: String,
+    /// The file's bytes whose secret is in use. They hold the secret: never printed.
+    in_use: Vec<u8>,
+    /// The problem last told about the file, so that one is told once.
+    problem: Option<String>,
+}
+
+impl fmt::Debug for KeyFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyFile")
+            .field("field", &self.field)
+            .field("path", &self.config.secret_file)
+            .field("problem", &self.problem)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What one reading of the key files did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct KeyReload {
+    /// Files whose new secret is in use now.
+    pub loaded: usize,
+    /// Files newly found unusable (a problem already told is not counted again).
+    pub refused: usize,
 }
 
 impl Peers {
     /// Reads the configuration (key files included); every problem is an error that names the
-    /// peer and the field.
+    /// peer and the field. Two peers that give one key name two secrets are an error: the
+    /// exchange listener could not tell which one a peer means.
     pub fn from_config(configs: &[PeerConfig]) -> Result<Peers, Error> {
         let mut peers = BTreeMap::new();
-        for c in configs {
+        let mut key_files = Vec::new();
+        let mut all: Vec<(String, Vec<TsigKey>)> = Vec::new();
+        for (i, c) in configs.iter().enumerate() {
             let bad = |why: String| Error::PeerConfig {
                 peer: c.name.clone(),
                 why,
@@ -84,17 +173,40 @@ impl Peers {
                     c.keys.len()
                 )));
             }
-            let keys = KeyRing::from_config(&c.keys).map_err(|e| bad(format!("keys: {e}")))?;
+            let mut keys = Vec::with_capacity(c.keys.len());
+            for (j, config) in c.keys.iter().enumerate() {
+                let (key, bytes) = config.read().map_err(|e| bad(format!("keys: {e}")))?;
+                if let Some(in_use) = bytes {
+                    key_files.push(KeyFile {
+                        peer: c.name.clone(),
+                        index: j,
+                        config: config.clone(),
+                        field: format!("peers[{i}].keys[{j}].secretFile"),
+                        in_use,
+                        problem: None,
+                    });
+                }
+                keys.push(key);
+            }
+            let ring = KeyRing::new(keys.clone()).map_err(|e| bad(format!("keys: {e}")))?;
             let peer = Peer {
                 name: c.name.clone(),
                 addresses: c.addresses.clone(),
-                keys,
+                keys: ArcSwap::from_pointee(ring),
             };
             if peers.insert(c.name.clone(), peer).is_some() {
                 return Err(bad("named twice".into()));
             }
+            all.push((c.name.clone(), keys));
         }
-        Ok(Peers { peers })
+        let server =
+            server_ring(&all)?.map(|ring| ServerKeys(Arc::new(ArcSwap::from_pointee(ring))));
+        Ok(Peers {
+            peers,
+            server,
+            key_files: Mutex::new(key_files),
+            key_reloads: Default::default(),
+        })
     }
 
     pub fn get(&self, name: &str) -> Option<&Peer> {
@@ -109,36 +221,242 @@ impl Peers {
         self.peers.keys().map(String::as_str)
     }
 
-    /// The keys this cluster accepts on its exchange listener: every peer's (X7), as
-    /// [`Peers::from_config`] already read them. `None` without peers. Two peers that give
-    /// one key name two secrets are an error.
-    pub fn server_keys(&self) -> Result<Option<KeyRing>, Error> {
-        let mut all: Vec<TsigKey> = Vec::new();
-        for peer in self.peers.values() {
-            for key in peer.keys.keys() {
-                match all.iter().find(|k| k.name() == key.name()) {
-                    Some(known) if known != key => {
-                        return Err(Error::PeerConfig {
-                            peer: peer.name.clone(),
-                            why: format!(
-                                "key {} is configured twice with different secrets",
-                                key.name()
-                            ),
-                        });
+    /// The keys this cluster accepts on its exchange listener: every peer's (X7), swapped
+    /// when a key file changes. `None` without peers.
+    pub fn server_keys(&self) -> Option<ServerKeys> {
+        self.server.clone()
+    }
+
+    /// Whether some key's secret is in a file, which [`follow_key_files`] reads again.
+    pub fn has_key_files(&self) -> bool {
+        !self.files().is_empty()
+    }
+
+    /// Key file reads that found another secret, by result: `loaded` (in use now) or
+    /// `refused` (unusable, the secret in use kept), each problem counted once.
+    pub fn key_reloads(&self) -> &Arc<CountsByResult> {
+        &self.key_reloads
+    }
+
+    fn files(&self) -> std::sync::MutexGuard<'_, Vec<KeyFile>> {
+        self.key_files.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Reads every key file again at `now` (Unix seconds), as [`follow_key_files`] does: a
+    /// file whose bytes changed and hold a valid secret swaps in the peer's ring and the
+    /// listener's, [`KeyRing::rotated`] from the ones in use; one that cannot be read or holds
+    /// no valid secret keeps the secret in use and is told (a warning naming the file and its
+    /// field, never the secret, X10) and counted once per problem. Previous secrets no longer
+    /// accepted are dropped.
+    pub fn reload_key_files(&self, now: u64) -> KeyReload {
+        let mut files = self.files();
+        let mut done = KeyReload::default();
+        // (file, its new key, the bytes it was read from)
+        let mut fresh: Vec<(usize, TsigKey, Vec<u8>)> = Vec::new();
+        for (i, file) in files.iter_mut().enumerate() {
+            let read = file.config.read_secret_file().and_then(|bytes| {
+                let bytes = bytes.unwrap_or_default();
+                if bytes == file.in_use {
+                    return Ok(None);
+                }
+                file.config
+                    .load_secret(&bytes)
+                    .map(|key| Some((key, bytes)))
+            });
+            match read {
+                Ok(None) => {
+                    if file.problem.take().is_some() {
+                        tracing::info!(field = %file.field, file = %file.path(), "{}: the file holds the secret in use again", file.field);
                     }
-                    Some(_) => {}
-                    None => all.push(key.clone()),
+                }
+                Ok(Some((key, bytes))) => fresh.push((i, key, bytes)),
+                Err(e) => {
+                    done.refused += self.refuse(file, format!("{}: {e}", file.field));
                 }
             }
         }
-        if all.is_empty() {
-            return Ok(None);
+        if !fresh.is_empty() {
+            self.swap_in(&mut files, fresh, now, &mut done);
         }
-        KeyRing::new(all).map(Some).map_err(|e| Error::PeerConfig {
-            peer: "(exchange listener)".into(),
-            why: e.to_string(),
-        })
+        self.settle(now);
+        done
     }
+
+    /// Swaps the keys of `fresh` in, unless that would give one key name two secrets.
+    fn swap_in(
+        &self,
+        files: &mut [KeyFile],
+        fresh: Vec<(usize, TsigKey, Vec<u8>)>,
+        now: u64,
+        done: &mut KeyReload,
+    ) {
+        let mut keys: Vec<(String, Vec<TsigKey>)> = self
+            .peers
+            .values()
+            .map(|p| (p.name.clone(), p.keys().keys().cloned().collect()))
+            .collect();
+        // Which files hold another secret than the one in use (not only other bytes).
+        let mut changed = Vec::with_capacity(fresh.len());
+        for (i, key, _) in &fresh {
+            let file = &files[*i];
+            let slot = keys
+                .iter_mut()
+                .find(|(peer, _)| *peer == file.peer)
+                .and_then(|(_, ring)| ring.get_mut(file.index));
+            if let Some(slot) = slot {
+                changed.push(*slot != *key);
+                *slot = key.clone();
+            } else {
+                changed.push(false);
+            }
+        }
+        let server = match server_ring(&keys) {
+            Ok(server) => server,
+            Err(_) => {
+                // Another file of that key name has not changed yet: wait for it (the
+                // listener could not tell which of two secrets a peer means).
+                for (i, key, _) in &fresh {
+                    let file = &mut files[*i];
+                    let why = format!(
+                        "{}: TSIG key {}: another peer's file for this key name still holds another secret; the new one is taken once they agree",
+                        file.field,
+                        key.name()
+                    );
+                    done.refused += self.refuse(file, why);
+                }
+                return;
+            }
+        };
+        for (name, keys) in keys {
+            let Some(peer) = self.peers.get(&name) else {
+                continue;
+            };
+            let old = peer.keys();
+            if old.keys().eq(keys.iter()) {
+                continue;
+            }
+            if let Ok(ring) = KeyRing::new(keys) {
+                peer.keys.store(Arc::new(old.rotated(ring, now)));
+            }
+        }
+        if let (Some(ServerKeys(swap)), Some(ring)) = (&self.server, server) {
+            let old = swap.load();
+            if !old.keys().eq(ring.keys()) {
+                swap.store(Arc::new(old.rotated(ring, now)));
+            }
+        }
+        for ((i, key, bytes), changed) in fresh.into_iter().zip(changed) {
+            let file = &mut files[i];
+            file.in_use = bytes;
+            file.problem = None;
+            if !changed {
+                // The same secret written otherwise (a new line, say): nothing to tell.
+                continue;
+            }
+            done.loaded += 1;
+            self.key_reloads.count("loaded");
+            tracing::info!(
+                field = %file.field,
+                file = %file.path(),
+                "TSIG key {}: a new secret from {} is accepted now; queries stay signed with the previous one for {} s (the peer's copy may not have changed yet), which is accepted for {} s",
+                key.name(),
+                file.path(),
+                ROTATION_WINDOW,
+                2 * ROTATION_WINDOW,
+            );
+        }
+    }
+
+    /// Tells and counts `why` about `file` unless it was the last thing told about it;
+    /// returns how many were counted (0 or 1).
+    fn refuse(&self, file: &mut KeyFile, why: String) -> usize {
+        if file.problem.as_deref() == Some(why.as_str()) {
+            return 0;
+        }
+        tracing::warn!(field = %file.field, file = %file.path(), "{why}; the key's secret in use is kept");
+        self.key_reloads.count("refused");
+        file.problem = Some(why);
+        1
+    }
+
+    /// Drops previous secrets no longer accepted, so that a replaced secret leaves memory.
+    fn settle(&self, now: u64) {
+        let swaps = self
+            .peers
+            .values()
+            .map(|p| &p.keys)
+            .chain(self.server.as_ref().map(|s| &*s.0));
+        for swap in swaps {
+            let ring = swap.load();
+            if ring.has_expired(now) {
+                swap.store(Arc::new(ring.settled(now)));
+            }
+        }
+    }
+}
+
+impl KeyFile {
+    fn path(&self) -> std::path::Display<'_> {
+        self.config
+            .secret_file
+            .as_deref()
+            .unwrap_or(std::path::Path::new(""))
+            .display()
+    }
+}
+
+/// The exchange listener's ring: every peer's keys once (`(peer, keys)` in configuration
+/// order); `None` without keys. One key name with two secrets is an error that names the
+/// later peer.
+fn server_ring(peers: &[(String, Vec<TsigKey>)]) -> Result<Option<KeyRing>, Error> {
+    let mut all: Vec<TsigKey> = Vec::new();
+    for (peer, keys) in peers {
+        for key in keys {
+            match all.iter().find(|k| k.name() == key.name()) {
+                Some(known) if known != key => {
+                    return Err(Error::PeerConfig {
+                        peer: peer.clone(),
+                        why: format!(
+                            "key {} is configured twice with different secrets",
+                            key.name()
+                        ),
+                    });
+                }
+                Some(_) => {}
+                None => all.push(key.clone()),
+            }
+        }
+    }
+    if all.is_empty() {
+        return Ok(None);
+    }
+    KeyRing::new(all).map(Some).map_err(|e| Error::PeerConfig {
+        peer: "(exchange listener)".into(),
+        why: e.to_string(),
+    })
+}
+
+/// Reads the peers' key files again every `every` ([`KEY_FILE_INTERVAL`]) while it runs, in a
+/// task of its own; `None` when no key is in a file. The files are small and local (a
+/// mounted Secret), so they are read on the runtime.
+pub fn follow_key_files(peers: SharedPeers, every: Duration) -> Option<JoinHandle<()>> {
+    if !peers.has_key_files() {
+        return None;
+    }
+    let span = tracing::info_span!("peer_keys");
+    Some(tokio::spawn(
+        async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            // The first tick is now, and the files were just read.
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                peers.reload_key_files(unix_now());
+            }
+        }
+        .instrument(span),
+    ))
 }
 
 fn is_dns_label(s: &str) -> bool {
@@ -322,7 +640,7 @@ async fn resolve(address: &str, deadline: tokio::time::Instant) -> Result<Socket
 }
 
 fn query(peer: &Peer, namespace: &str, name: &str) -> Result<Query, Failure> {
-    Query::new(namespace, name, &peer.keys, unix_now())
+    Query::new(namespace, name, &peer.keys(), unix_now())
         .map_err(|e| Failure::NoAnswer("unreachable", e.to_string()))
 }
 
@@ -379,10 +697,13 @@ async fn ask_tcp(
     Ok(pending.read_answer(&reply, unix_now()))
 }
 
-/// Exchanges per peer: how long they took and how they ended (X9).
+/// Exchanges per peer: how long they took and how they ended (X9); and the key file reloads
+/// of the peers the checker asks (X1), when some key is in a file.
 #[derive(Debug, Default)]
 pub struct PeerMetrics {
     by_peer: Mutex<BTreeMap<String, PeerCounts>>,
+    /// [`Peers::key_reloads`], set once by `Checker::with_peers`.
+    pub(crate) key_reloads: OnceLock<Arc<CountsByResult>>,
 }
 
 #[derive(Debug)]
@@ -476,9 +797,117 @@ mod tests {
             &good.addresses,
             vec![key("k.", "b3RoZXItc2VjcmV0LTEyMzQ1Njc4OTA=")],
         );
-        let both = Peers::from_config(&[good.clone(), other]).expect("two peers");
-        assert!(both.server_keys().is_err());
-        assert!(Peers::default().server_keys().expect("none").is_none());
+        let e = Peers::from_config(&[good.clone(), other]).expect_err("two secrets");
+        assert_eq!(
+            e.to_string(),
+            "peer east: key k. is configured twice with different secrets"
+        );
+        assert!(Peers::default().server_keys().is_none());
+    }
+
+    /// A key of `name` whose secret is the file `path`.
+    fn file_key(name: &str, path: &std::path::Path) -> KeyConfig {
+        KeyConfig {
+            name: name.into(),
+            algorithm: "hmac-sha256".into(),
+            secret: None,
+            secret_file: Some(path.to_owned()),
+        }
+    }
+
+    const OTHER: &str = "b3RoZXItc2VjcmV0LTEyMzQ1Njc4OTA=";
+
+    // SEM-X1 SEM-X10: one key name read from two files (two peers): a change of one file
+    // alone would give the name two secrets, so it waits, told once, until the other file
+    // changes too; then both rings and the listener's take the new secret. Nothing printed
+    // holds a secret.
+    #[test]
+    fn one_key_name_in_two_files_changes_when_both_have() {
+        let dir = std::env::temp_dir().join(format!(
+            "hr-peer-keys-{}-{}",
+            std::process::id(),
+            fastrand::u64(..)
+        ));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let (a, b) = (dir.join("a"), dir.join("b"));
+        for path in [&a, &b] {
+            std::fs::write(path, format!("{SECRET}\n")).expect("write");
+        }
+        let addresses = ["127.0.0.1:5354".to_owned()];
+        let peers = Peers::from_config(&[
+            config("east", &addresses, vec![file_key("k.", &a)]),
+            config("west", &addresses, vec![file_key("k.", &b)]),
+        ])
+        .expect("peers");
+        assert!(peers.has_key_files());
+        let now = unix_now();
+        assert_eq!(peers.reload_key_files(now), KeyReload::default());
+
+        let (old, new) = (
+            TsigKey::new("k.", "hmac-sha256", SECRET).expect("old"),
+            TsigKey::new("k.", "hmac-sha256", OTHER).expect("new"),
+        );
+        let current = |peers: &Peers| {
+            let mut keys: Vec<TsigKey> = ["east", "west"]
+                .map(|p| peers.get(p).expect("peer").keys().signing_key(now).clone())
+                .into();
+            keys.extend(peers.server_keys().expect("server").load().keys().cloned());
+            keys
+        };
+
+        std::fs::write(&a, OTHER).expect("write");
+        assert_eq!(
+            peers.reload_key_files(now + 2),
+            KeyReload {
+                loaded: 0,
+                refused: 1
+            }
+        );
+        assert_eq!(
+            peers.reload_key_files(now + 4),
+            KeyReload::default(),
+            "told once"
+        );
+        assert_eq!(current(&peers), [old.clone(), old.clone(), old.clone()]);
+
+        std::fs::write(&b, format!("  {OTHER}\n")).expect("write");
+        assert_eq!(
+            peers.reload_key_files(now + 6),
+            KeyReload {
+                loaded: 2,
+                refused: 0
+            }
+        );
+        for name in ["east", "west"] {
+            let ring = peers.get(name).expect("peer").keys();
+            assert_eq!(ring.keys().collect::<Vec<_>>(), [&new]);
+            assert_eq!(ring.signing_key(now + 6), &old, "the previous one signs");
+            assert_eq!(ring.signing_key(now + 6 + ROTATION_WINDOW), &new);
+        }
+        // The listener takes both: the new secret at once, the previous one meanwhile.
+        let server = peers.server_keys().expect("server");
+        for (signer, at, verifies) in [
+            (&new, now + 6, true),
+            (&old, now + 6, true),
+            (&old, now + 6 + 2 * ROTATION_WINDOW, false),
+        ] {
+            let ring = KeyRing::new(vec![signer.clone()]).expect("ring");
+            let query = Query::new("shop", "www", &ring, at).expect("query");
+            assert_eq!(
+                verify_query(&query.bytes, &server.load(), at).is_ok(),
+                verifies,
+                "{signer:?} at +{}",
+                at - now
+            );
+        }
+        assert_eq!(peers.key_reloads().get("loaded"), 2);
+        assert_eq!(peers.key_reloads().get("refused"), 1);
+        let shown = format!("{peers:?}");
+        for secret in [SECRET, OTHER] {
+            assert!(!shown.contains(secret), "{shown}");
+        }
+        assert!(shown.contains("peers[1].keys[0].secretFile"), "{shown}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// A listener on loopback that answers every exchange query with `values`.

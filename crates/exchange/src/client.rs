@@ -35,7 +35,10 @@ pub struct Query {
 
 impl Query {
     /// The query for the RecordGroup `namespace/name`, signed with the ring's signing key at
-    /// `now` (Unix seconds), with a random ID. Fails only for a group the exchange cannot name.
+    /// `now` (Unix seconds; [`KeyRing::signing_key`]: the previous secret while a change of
+    /// secret is new), with a random ID. The answer is read with the same secret: a peer signs
+    /// it with the one that verified the query. Fails only for a group the exchange cannot
+    /// name.
     pub fn new(namespace: &str, name: &str, keys: &KeyRing, now: u64) -> Result<Self, Error> {
         let qname = group::qname(namespace, name).map_err(|reason| Error::GroupName {
             namespace: namespace.to_owned(),
@@ -46,7 +49,7 @@ impl Query {
         message.metadata.recursion_desired = false;
         message.add_query(Question::query(qname.clone(), RecordType::TXT));
         message.set_edns(exchange_edns());
-        let key = keys.signing_key().clone();
+        let key = keys.signing_key(now).clone();
         let id = message.id;
         let encode = |e: hickory_proto::ProtoError| Error::Encode(e.to_string());
         let stub = signing::stub(key.algorithm().clone(), now, id, None, Vec::new());

@@ -2,6 +2,24 @@
 //! a [`TsigKey`], and the [`KeyRing`] a client signs with (its first key) and a server verifies
 //! with (any of its keys). The secret lives only inside hickory's `TSigner`; nothing here
 //! prints it.
+//!
+//! # A secret that changes under its name (X1)
+//! A key file read again may hold another secret for the same key name: a Secret rotated in
+//! both clusters, each at its own moment. [`KeyRing::rotated`] keeps the secret the key signed
+//! with as its *previous* one, so that neither side ever signs with a secret the other cannot
+//! have yet:
+//!
+//! ```text
+//!  change at t      t + ROTATION_WINDOW          t + 2 × ROTATION_WINDOW
+//!  ───┼──────────────────────┼──────────────────────────┼──────────────▶
+//!     │ signs: previous      │ signs: new               │ signs: new
+//!     │ accepts: new, prev.  │ accepts: new, previous   │ accepts: new
+//! ```
+//!
+//! A peer that changes its copy up to a window later still verifies our queries (we sign with
+//! the secret it has), and its own queries, signed with the previous secret until its window
+//! ends, are still accepted here. An answer is signed with the secret that verified the
+//! query, so each side reads answers with the secret it signed with.
 
 use std::{fmt, path::PathBuf};
 
@@ -16,6 +34,14 @@ pub const MIN_SECRET_LEN: usize = 16;
 
 /// The one algorithm the exchange speaks.
 const ALGORITHM: &str = "hmac-sha256";
+
+/// How long, in seconds, after a key's secret changes under its name, queries stay signed with
+/// the previous secret; it is accepted for twice as long (module docs). Both clusters' copies
+/// of a Secret must change within this of each other: kubelet brings a changed Secret to every
+/// pod within about a minute plus its cache TTL, and the peer cluster's pods pick up their
+/// own copy on their own schedule (another kubelet, another `kubectl apply`), so 10 minutes
+/// leaves room for both without keeping a replaced secret alive for long.
+pub const ROTATION_WINDOW: u64 = 600;
 
 /// One key as the resolver's and the checker's configuration spell it.
 ///
@@ -59,22 +85,51 @@ impl fmt::Debug for KeyConfig {
 impl KeyConfig {
     /// The key, reading `secretFile` if that is where the secret is.
     pub fn load(&self) -> Result<TsigKey, Error> {
-        let secret = match (&self.secret, &self.secret_file) {
-            (Some(secret), None) => secret.clone(),
+        self.read().map(|(key, _)| key)
+    }
+
+    /// The key and, when its secret is in `secretFile`, the bytes read from it (to tell later
+    /// whether the file changed; they hold the secret).
+    pub fn read(&self) -> Result<(TsigKey, Option<Vec<u8>>), Error> {
+        match self.read_secret_file()? {
+            Some(bytes) => Ok((self.load_secret(&bytes)?, Some(bytes))),
+            None => {
+                let secret = self.secret.as_deref().unwrap_or_default();
+                Ok((TsigKey::new(&self.name, &self.algorithm, secret)?, None))
+            }
+        }
+    }
+
+    /// The bytes `secretFile` holds now (`None` for an inline secret): the path is read each
+    /// time, so that a file replaced by a rename (as kubelet updates a mounted Secret) is
+    /// seen. Exactly one of `secret` and `secretFile` must be given.
+    pub fn read_secret_file(&self) -> Result<Option<Vec<u8>>, Error> {
+        match (&self.secret, &self.secret_file) {
+            (Some(_), None) => Ok(None),
             (None, Some(path)) => {
-                std::fs::read_to_string(path).map_err(|source| Error::SecretFile {
-                    key: self.name.clone(),
-                    path: path.clone(),
-                    source,
-                })?
+                std::fs::read(path)
+                    .map(Some)
+                    .map_err(|source| Error::SecretFile {
+                        key: self.name.clone(),
+                        path: path.clone(),
+                        source,
+                    })
             }
-            _ => {
-                return Err(Error::SecretSource {
-                    key: self.name.clone(),
-                });
-            }
-        };
-        TsigKey::new(&self.name, &self.algorithm, &secret)
+            _ => Err(Error::SecretSource {
+                key: self.name.clone(),
+            }),
+        }
+    }
+
+    /// The key with `secret` (base64, as a `secretFile` holds it, surrounding whitespace
+    /// ignored) instead of the configured secret: a key file read again.
+    pub fn load_secret(&self, secret: &[u8]) -> Result<TsigKey, Error> {
+        // Not UTF-8 is not base64 either: the decoder then says where.
+        TsigKey::new(
+            &self.name,
+            &self.algorithm,
+            &String::from_utf8_lossy(secret),
+        )
     }
 }
 
@@ -198,13 +253,88 @@ fn parse_key_name(name: &str) -> Result<Name, Error> {
 }
 
 /// One or more keys with distinct names. The client signs with the first; the server
-/// accepts any, so a key is rotated by configuring servers with `[new, old]` first.
+/// accepts any, so a key is rotated by configuring servers with `[new, old]` first. A key
+/// whose secret changed under its name ([`KeyRing::rotated`]) also holds its previous secret
+/// for a while (module docs).
 #[derive(Clone, Debug)]
 pub struct KeyRing {
     /// The key clients sign with; held apart so that a ring is never empty.
-    signing: TsigKey,
+    signing: RingKey,
     /// The keys a server accepts besides the signing key, in configuration order.
-    others: Vec<TsigKey>,
+    others: Vec<RingKey>,
+}
+
+/// One key of a ring: the secret read last, and the one before it while a change of secret
+/// goes on. Both have the key's name and algorithm.
+#[derive(Clone, Debug)]
+pub(crate) struct RingKey {
+    current: TsigKey,
+    previous: Option<Previous>,
+}
+
+/// A replaced secret, and when (Unix seconds) it was replaced.
+#[derive(Clone, Debug)]
+struct Previous {
+    key: TsigKey,
+    since: u64,
+}
+
+impl RingKey {
+    fn new(current: TsigKey) -> Self {
+        RingKey {
+            current,
+            previous: None,
+        }
+    }
+
+    /// The secret queries are signed with at `now`: the previous one for a window after a
+    /// change, then the current one.
+    fn signing(&self, now: u64) -> &TsigKey {
+        match &self.previous {
+            Some(p) if now < p.since.saturating_add(ROTATION_WINDOW) => &p.key,
+            _ => &self.current,
+        }
+    }
+
+    /// The previous secret, while it is still accepted at `now` (two windows after the
+    /// change).
+    fn previous(&self, now: u64) -> Option<&TsigKey> {
+        self.previous
+            .as_ref()
+            .filter(|p| now < p.since.saturating_add(2 * ROTATION_WINDOW))
+            .map(|p| &p.key)
+    }
+
+    /// The secrets a server accepts at `now`, the current one first.
+    pub(crate) fn accepted(&self, now: u64) -> impl Iterator<Item = &TsigKey> {
+        std::iter::once(&self.current).chain(self.previous(now))
+    }
+
+    /// The current secret: the key's name and algorithm.
+    pub(crate) fn current(&self) -> &TsigKey {
+        &self.current
+    }
+
+    /// This key after its secret was read again at `now` as `fresh` (same name).
+    fn rotated(&self, fresh: TsigKey, now: u64) -> RingKey {
+        if fresh == self.current {
+            // Unchanged: a change under way goes on.
+            return self.clone();
+        }
+        // The secret that signs until now is the one a peer surely has: it stays the
+        // previous one (a second change within the window does not move it).
+        let signing = self.signing(now);
+        if fresh == *signing {
+            return RingKey::new(fresh);
+        }
+        RingKey {
+            previous: Some(Previous {
+                key: signing.clone(),
+                since: now,
+            }),
+            current: fresh,
+        }
+    }
 }
 
 impl KeyRing {
@@ -217,7 +347,7 @@ impl KeyRing {
                 });
             }
         }
-        let mut keys = keys.into_iter();
+        let mut keys = keys.into_iter().map(RingKey::new);
         let signing = keys.next().ok_or(Error::NoKeys)?;
         Ok(Self {
             signing,
@@ -235,19 +365,63 @@ impl KeyRing {
         )
     }
 
-    /// The key a client signs with.
-    pub fn signing_key(&self) -> &TsigKey {
-        &self.signing
+    /// The key a client signs with at `now` (Unix seconds): the first key, with its previous
+    /// secret for [`ROTATION_WINDOW`] after that secret changed.
+    pub fn signing_key(&self, now: u64) -> &TsigKey {
+        self.signing.signing(now)
     }
 
-    /// The ring's keys, the signing key first.
+    /// The ring's keys with their current secrets, the signing key first.
     pub fn keys(&self) -> impl Iterator<Item = &TsigKey> {
+        self.entries().map(RingKey::current)
+    }
+
+    fn entries(&self) -> impl Iterator<Item = &RingKey> {
         std::iter::once(&self.signing).chain(&self.others)
     }
 
     /// The key a TSIG RR designates, if the ring has it.
-    pub(crate) fn find(&self, name: &Name, algorithm: &TsigAlgorithm) -> Option<&TsigKey> {
-        self.keys().find(|k| k.matches(name, algorithm))
+    pub(crate) fn find(&self, name: &Name, algorithm: &TsigAlgorithm) -> Option<&RingKey> {
+        self.entries().find(|k| k.current.matches(name, algorithm))
+    }
+
+    /// This ring after its keys were read again at `now` (Unix seconds): `fresh` holds them as
+    /// read (its names and order win). A key whose secret changed keeps the secret it signed
+    /// with as its previous one: that one still signs for [`ROTATION_WINDOW`] and is accepted
+    /// for twice as long, while the new one is accepted at once. A key with the same secret
+    /// keeps its state; a new name starts with no previous secret.
+    pub fn rotated(&self, fresh: KeyRing, now: u64) -> KeyRing {
+        let rotate = |key: RingKey| match self
+            .entries()
+            .find(|k| k.current.name() == key.current.name())
+        {
+            Some(old) => old.rotated(key.current, now),
+            None => key,
+        };
+        KeyRing {
+            signing: rotate(fresh.signing),
+            others: fresh.others.into_iter().map(rotate).collect(),
+        }
+    }
+
+    /// Whether some key holds a previous secret no longer accepted at `now`, which
+    /// [`KeyRing::settled`] would drop.
+    pub fn has_expired(&self, now: u64) -> bool {
+        self.entries()
+            .any(|k| k.previous.is_some() && k.previous(now).is_none())
+    }
+
+    /// This ring without the previous secrets no longer accepted at `now`, so that a replaced
+    /// secret does not stay in memory.
+    pub fn settled(&self, now: u64) -> KeyRing {
+        let settle = |k: &RingKey| RingKey {
+            current: k.current.clone(),
+            previous: k.previous(now).and(k.previous.clone()),
+        };
+        KeyRing {
+            signing: settle(&self.signing),
+            others: self.others.iter().map(settle).collect(),
+        }
     }
 }
 
@@ -362,7 +536,7 @@ mod tests {
         assert_eq!(configs[0].secret_file.as_deref(), Some(path.as_path()));
         assert_eq!(configs[0].algorithm, "hmac-sha256");
         let ring = KeyRing::from_config(&configs)?;
-        assert_eq!(ring.signing_key().name().to_ascii(), "hr-peer-2026.");
+        assert_eq!(ring.signing_key(0).name().to_ascii(), "hr-peer-2026.");
         assert_eq!(ring.keys().count(), 2);
         std::fs::remove_dir_all(&dir)?;
         Ok(())

@@ -18,7 +18,10 @@
 //! only one accepted) and a secret of at least 16 bytes, configured in base64 inline or in a
 //! file ([`KeyConfig`]). A [`KeyRing`] holds one or more keys with distinct names: the client
 //! signs with the first, the server accepts any of them, so a key is rotated without an outage
-//! (servers get `[new, old]`, then clients switch to `new`, then `old` goes). Secrets never
+//! (servers get `[new, old]`, then clients switch to `new`, then `old` goes). A key's secret
+//! may also change under its name ([`KeyRing::rotated`], a key file read again): the previous
+//! secret keeps signing for [`ROTATION_WINDOW`] and is accepted for twice as long, so that two
+//! clusters that change their copies at different moments refuse nothing. Secrets never
 //! appear in `Debug` output.
 //!
 //! # Query
@@ -38,7 +41,7 @@
 //! | opcode not QUERY, or not an exchange question   | REFUSED, unsigned                          | `not_exchange`       |
 //! | no TSIG                                         | REFUSED, unsigned                          | `unsigned`           |
 //! | key name or algorithm not in the ring           | NOTAUTH, **unsigned** TSIG, error BADKEY   | `bad_key`            |
-//! | MAC does not verify (truncated MACs included)   | NOTAUTH, unsigned TSIG, error BADSIG       | `bad_signature`      |
+//! | MAC verifies with no accepted secret of the key | NOTAUTH, unsigned TSIG, error BADSIG       | `bad_signature`      |
 //! | time signed outside the fudge of `now`          | NOTAUTH, **signed** TSIG, error BADTIME    | `bad_time`           |
 //!
 //! The fudge applied is the request's, capped at 300 s so that a client cannot widen the
@@ -46,9 +49,13 @@
 //! own time check passes) and the server's time in other-data (RFC 8945 section 5.2.3).
 //! Rejections echo the question and nothing else: no answer records, nothing about groups.
 //!
+//! A key's accepted secrets are its current one, then its previous one while a change of
+//! secret goes on (truncated MACs never verify).
+//!
 //! # Answer ([`encode_answer`])
-//! Signed with the key that signed the query, its MAC covering the request MAC (RFC 8945
-//! section 5.3); AA set, RD copied, an OPT if the query had one.
+//! Signed with the key that signed the query, with the secret that verified it, its MAC
+//! covering the request MAC (RFC 8945 section 5.3); AA set, RD copied, an OPT if the query had
+//! one.
 //! - [`PeerAnswer::Healthy`]: NOERROR, one TXT RR per value, owner = QNAME, TTL 0, its
 //!   character-strings `[TYPE, value]`: TYPE the record type name (`A`, `AAAA`, `CNAME`,
 //!   `TXT`) and the value's presentation text, split into further 255-byte strings when longer
@@ -68,7 +75,8 @@
 //! TSIG error if BADKEY or BADSIG (unsigned by the RFC, so reported as the peer's word); the same
 //! key; the MAC over the request MAC; BADTIME (the peer's clock); the time within the fudge; then
 //! the RCODE and the TXT records. Every failure is an [`ExchangeError`] whose message is meant for
-//! a health check's status.
+//! a health check's status. The MAC is checked with the secret the query was signed with (the
+//! one the peer must sign with), whichever of a key's secrets that was.
 
 mod answer;
 mod client;
@@ -86,7 +94,7 @@ pub use answer::{PeerAnswer, PeerValue};
 pub use client::{PendingQuery, Query};
 pub use error::{Error, ExchangeError};
 pub use group::EXCHANGE_ZONE;
-pub use key::{KeyConfig, KeyRing, MIN_SECRET_LEN, TsigKey};
+pub use key::{KeyConfig, KeyRing, MIN_SECRET_LEN, ROTATION_WINDOW, TsigKey};
 pub use server::{Reason, Rejection, VerifiedQuery, encode_answer, verify_query};
 pub use wire::FUDGE;
 

@@ -67,7 +67,8 @@ impl VerifiedQuery {
         &self.name
     }
 
-    /// The key that signed the query, and signs the answer.
+    /// The key that signed the query, and signs the answer: the secret that verified it (a
+    /// key's previous secret while its change goes on, X1).
     pub fn key(&self) -> &TsigKey {
         &self.key
     }
@@ -188,7 +189,8 @@ impl fmt::Display for Rejection {
 impl std::error::Error for Rejection {}
 
 /// Checks a received query: a single exchange question, signed by a key of `keys` within the
-/// fudge of `now` (Unix seconds). Never panics, whatever the bytes.
+/// fudge of `now` (Unix seconds), with the key's current secret or, while a change of secret
+/// goes on, its previous one ([`KeyRing::rotated`]). Never panics, whatever the bytes.
 pub fn verify_query(bytes: &[u8], keys: &KeyRing, now: u64) -> Result<VerifiedQuery, Rejection> {
     let Some(header) = bytes.get(..HEADER_LEN) else {
         return Err(Rejection {
@@ -251,7 +253,7 @@ pub fn verify_query(bytes: &[u8], keys: &KeyRing, now: u64) -> Result<VerifiedQu
     let key_text = signature.name.to_ascii();
 
     // RFC 8945 section 5.2.1: an unknown key gets an unsigned BADKEY.
-    let Some(key) = keys.find(&signature.name, &tsig.algorithm) else {
+    let Some(entry) = keys.find(&signature.name, &tsig.algorithm) else {
         let unsigned = TSIG::new(
             tsig.algorithm.clone(),
             now,
@@ -273,10 +275,18 @@ pub fn verify_query(bytes: &[u8], keys: &KeyRing, now: u64) -> Result<VerifiedQu
         });
     };
 
-    // Section 5.2.2: a MAC that does not verify gets an unsigned BADSIG.
+    // Section 5.2.2: a MAC that does not verify gets an unsigned BADSIG. The key's current
+    // secret is tried first, then its previous one while a change of secret goes on (X1);
+    // whichever verifies signs what we send back.
     let verified = signing::covered_data(bytes, None)
-        .is_ok_and(|(covered, _, _)| signing::verifies(key, &covered, &tsig.mac));
-    if !verified {
+        .ok()
+        .and_then(|(covered, _, _)| {
+            entry
+                .accepted(now)
+                .find(|secret| signing::verifies(secret, &covered, &tsig.mac))
+        });
+    let Some(key) = verified else {
+        let key = entry.current();
         let unsigned = signing::stub(
             key.algorithm().clone(),
             now,
@@ -294,7 +304,7 @@ pub fn verify_query(bytes: &[u8], keys: &KeyRing, now: u64) -> Result<VerifiedQu
                 Some(tail),
             )),
         });
-    }
+    };
 
     // Section 5.2.3: a time outside the fudge gets a signed BADTIME carrying the request's
     // time signed (so that the client's own time check passes) and our time in other-data.

@@ -584,6 +584,203 @@ fn rotation_accepts_old_and_new_and_answers_with_the_key_used() -> TestResult {
     Ok(())
 }
 
+/// The secret of "hr-peer." before its Secret changed.
+fn before() -> Result<TsigKey, crate::Error> {
+    key("hr-peer.", "the secret before, 32 bytes long")
+}
+
+/// The secret of the same key name after the change.
+fn after() -> Result<TsigKey, crate::Error> {
+    key("hr-peer.", "the secret after it, 32 bytes...")
+}
+
+const WINDOW: u64 = crate::ROTATION_WINDOW;
+
+/// One exchange of `client` with `server` at `now`: the client's query verified, answered and
+/// read back, or the label of what refused it.
+fn exchange(client: &KeyRing, server: &KeyRing, now: u64) -> Result<(), String> {
+    let Query { bytes, pending } =
+        Query::new("shop", "api", client, now).map_err(|e| e.to_string())?;
+    let verified = verify_query(&bytes, server, now).map_err(|r| r.label().to_owned())?;
+    let answer = encode_answer(&verified, &healthy(), now, TCP);
+    match pending.read_answer(&answer, now) {
+        Ok(read) if read == healthy() => Ok(()),
+        Ok(read) => Err(format!("read {read:?}")),
+        Err(e) => Err(e.label().to_owned()),
+    }
+}
+
+// SEM-X1: after a key's secret changed under its name, a query signed with the previous
+// secret still verifies for two windows and not after; the answer is signed with the secret
+// that verified the query (the client reads it with the secret it signed with); the new
+// secret verifies at once and from then on.
+#[test]
+fn a_changed_secret_accepts_the_previous_one_for_two_windows() -> TestResult {
+    let changed = ring(&[before()?])?.rotated(ring(&[after()?])?, NOW);
+    for at in [NOW, NOW + WINDOW, NOW + 2 * WINDOW - 1] {
+        for client in [before()?, after()?] {
+            let Query { bytes, pending } =
+                Query::new("shop", "api", &ring(std::slice::from_ref(&client))?, at)?;
+            let verified = verify_query(&bytes, &changed, at)?;
+            assert_eq!(verified.key(), &client, "the secret that verified, at {at}");
+            let answer = encode_answer(&verified, &healthy(), at, TCP);
+            assert_eq!(pending.read_answer(&answer, at)?, healthy());
+            // Signed with that secret, not the other one of the key.
+            let other = if client == before()? {
+                after()?
+            } else {
+                before()?
+            };
+            let with_other = verified.clone().with_key(other);
+            assert_eq!(
+                pending.read_answer(&encode_answer(&with_other, &healthy(), at, TCP), at),
+                Err(ExchangeError::BadSignature)
+            );
+        }
+    }
+    for at in [NOW + 2 * WINDOW, NOW + 3 * WINDOW] {
+        assert_eq!(
+            exchange(&ring(&[before()?])?, &changed, at),
+            Err("bad_signature".into())
+        );
+        assert_eq!(exchange(&ring(&[after()?])?, &changed, at), Ok(()));
+    }
+    // A signed BADTIME is signed with the previous secret too, which the client verifies.
+    let Query { bytes, pending } = Query::new("shop", "api", &ring(&[before()?])?, NOW - 400)?;
+    let rejection = verify_query(&bytes, &changed, NOW)
+        .err()
+        .ok_or("accepted")?;
+    assert_eq!(rejection.label(), "bad_time");
+    assert!(matches!(
+        pending.read_answer(rejection.response().ok_or("none")?, NOW - 400),
+        Err(ExchangeError::ClockSkew { .. })
+    ));
+    Ok(())
+}
+
+// SEM-X1: the key's previous secret signs queries for a window after the change (a peer that
+// has not read its copy yet still verifies them), the new one after it.
+#[test]
+fn the_previous_secret_signs_for_a_window_then_the_new_one() -> TestResult {
+    let changed = ring(&[before()?])?.rotated(ring(&[after()?])?, NOW);
+    let (old_peer, new_peer) = (ring(&[before()?])?, ring(&[after()?])?);
+    for at in [NOW, NOW + WINDOW - 1] {
+        assert_eq!(changed.signing_key(at), &before()?);
+        assert_eq!(exchange(&changed, &old_peer, at), Ok(()), "at {at}");
+    }
+    for at in [NOW + WINDOW, NOW + 3 * WINDOW] {
+        assert_eq!(changed.signing_key(at), &after()?);
+        assert_eq!(exchange(&changed, &new_peer, at), Ok(()), "at {at}");
+        assert_eq!(
+            exchange(&changed, &old_peer, at),
+            Err("bad_signature".into())
+        );
+    }
+    Ok(())
+}
+
+// SEM-X1: two clusters change their copies of the Secret at different moments, in either
+// order, up to a window apart: every exchange in both directions, before, during and after,
+// verifies and is read back. Further apart than a window, the early side's new secret is
+// refused by the late side until it changes too.
+#[test]
+fn two_clusters_changing_apart_refuse_nothing() -> TestResult {
+    for (gap, refuses) in [
+        (0, false),
+        (1, false),
+        (59, false),
+        (WINDOW, false),
+        (WINDOW + 60, true),
+    ] {
+        // East changes first here; west first is the same with the roles swapped, and both
+        // directions are asked.
+        let (east_at, west_at) = (NOW, NOW + gap);
+        let (mut east, mut west) = (ring(&[before()?])?, ring(&[before()?])?);
+        let (mut east_changed, mut west_changed) = (false, false);
+        let mut refused = Vec::new();
+        for at in (NOW - 60..NOW + gap + 3 * WINDOW).step_by(5) {
+            if at >= east_at && !east_changed {
+                east = east.rotated(ring(&[after()?])?, east_at);
+                east_changed = true;
+            }
+            if at >= west_at && !west_changed {
+                west = west.rotated(ring(&[after()?])?, west_at);
+                west_changed = true;
+            }
+            for (client, server, way) in [(&east, &west, "east→west"), (&west, &east, "west→east")]
+            {
+                if let Err(e) = exchange(client, server, at) {
+                    refused.push(format!("{way} at +{} s: {e}", at - NOW));
+                }
+            }
+        }
+        assert_eq!(
+            !refused.is_empty(),
+            refuses,
+            "changed {gap} s apart: {refused:?}"
+        );
+        assert_eq!(east.signing_key(NOW + gap + 3 * WINDOW), &after()?);
+    }
+    Ok(())
+}
+
+// SEM-X1: a key read again with the same secret keeps its change under way; a second change
+// within the window keeps the secret that signs as the previous one; going back to it ends the
+// change; once the previous secret expires `settled` drops it. Another key name (X1's two
+// keys) starts with no previous secret, and the ring takes the fresh names and order.
+#[test]
+fn rotations_follow_what_signs() -> TestResult {
+    let third = key("hr-peer.", "a third secret, also 32 bytes...")?;
+    let changed = ring(&[before()?])?.rotated(ring(&[after()?])?, NOW);
+    let again = changed.rotated(ring(&[after()?])?, NOW + 10);
+    assert_eq!(again.signing_key(NOW + WINDOW - 1), &before()?);
+    assert_eq!(
+        exchange(&ring(&[before()?])?, &again, NOW + 2 * WINDOW - 1),
+        Ok(())
+    );
+
+    let twice = changed.rotated(ring(std::slice::from_ref(&third))?, NOW + 60);
+    assert_eq!(twice.signing_key(NOW + 60 + WINDOW - 1), &before()?);
+    assert_eq!(twice.signing_key(NOW + 60 + WINDOW), &third);
+    assert_eq!(
+        exchange(&ring(&[after()?])?, &twice, NOW + 61),
+        Err("bad_signature".into())
+    );
+    assert_eq!(exchange(&ring(&[before()?])?, &twice, NOW + 61), Ok(()));
+
+    let back = changed.rotated(ring(&[before()?])?, NOW + 60);
+    assert_eq!(back.signing_key(NOW + 60), &before()?);
+    assert_eq!(
+        exchange(&ring(&[after()?])?, &back, NOW + 61),
+        Err("bad_signature".into())
+    );
+
+    // After the window the new secret signs; a change then makes it the previous one.
+    let later = changed.rotated(ring(std::slice::from_ref(&third))?, NOW + WINDOW);
+    assert_eq!(later.signing_key(NOW + WINDOW), &after()?);
+    assert_eq!(
+        exchange(&ring(&[before()?])?, &later, NOW + WINDOW),
+        Err("bad_signature".into())
+    );
+
+    assert!(!changed.has_expired(NOW + 2 * WINDOW - 1));
+    assert!(changed.has_expired(NOW + 2 * WINDOW));
+    let settled = changed.settled(NOW + 2 * WINDOW);
+    assert!(!settled.has_expired(NOW + 2 * WINDOW));
+    assert_eq!(
+        exchange(&ring(&[before()?])?, &settled, NOW + 1),
+        Err("bad_signature".into())
+    );
+    assert_eq!(changed.settled(NOW).signing_key(NOW), &before()?);
+
+    // X1's two keys: a new name joins without a previous secret, first in the fresh order.
+    let two = changed.rotated(ring(&[new_key()?, after()?])?, NOW + 1);
+    assert_eq!(two.signing_key(NOW + 1), &new_key()?);
+    assert_eq!(exchange(&ring(&[before()?])?, &two, NOW + 1), Ok(()));
+    assert_eq!(exchange(&ring(&[new_key()?])?, &two, NOW + 1), Ok(()));
+    Ok(())
+}
+
 #[test]
 fn tampered_answers_fail() -> TestResult {
     let keys = ring(&[new_key()?])?;

@@ -86,6 +86,12 @@ pub struct Config {
     pub watch_namespace: Option<String>,
     /// The key the leader signs pushed deltas with (P12); nothing is pushed without one.
     pub push_key: Option<healthroute_table::push::PushKey>,
+    /// The file `push_key` was read from (`--push-key-file`, a mounted Secret): read again
+    /// while running, so that a changed Secret's key is used without a restart.
+    pub push_key_file: Option<std::path::PathBuf>,
+    /// The ServiceAccount (in `namespace`) that owns the table's ConfigMaps and the leader
+    /// Lease, so that uninstalling removes them (P13); no owner when `None`.
+    pub owner_service_account: Option<String>,
 }
 
 impl Config {
@@ -102,6 +108,8 @@ impl Config {
             metric_policy: TargetPolicy::cluster_default(),
             watch_namespace: None,
             push_key: None,
+            push_key_file: None,
+            owner_service_account: None,
         }
     }
 }
@@ -140,8 +148,19 @@ pub async fn run_with(
         Api::<ConfigMap>::namespaced(client.clone(), &config.namespace),
         config.shards,
     );
+    let mut key_follower = None;
     if let Some(key) = config.push_key.clone() {
-        publisher = publisher.with_pusher(crate::push::Pusher::new(key, metrics.pushes.clone()));
+        let keys: Arc<healthroute_table::push::PushKeys> = key.into();
+        if let Some(path) = config.push_key_file.clone() {
+            key_follower = Some(tokio::spawn(
+                crate::push::follow_key_file(path, keys.clone())
+                    .instrument(tracing::info_span!("push_key_file")),
+            ));
+        }
+        publisher = publisher.with_pusher(crate::push::Pusher::new(keys, metrics.pushes.clone()));
+    }
+    if let Some(account) = &config.owner_service_account {
+        publisher = publisher.with_owner(account, crate::LEADER_LEASE);
     }
     let publisher_task = tokio::spawn(
         crate::publish::run_publisher(
@@ -299,6 +318,9 @@ pub async fn run_with(
         }
     }
     drop(control); // closes the publisher's requests
+    if let Some(follower) = key_follower {
+        follower.abort();
+    }
     let _ = publisher_task.await;
     let _ = writer_task.await;
     let _ = peer_writer_task.await;

@@ -125,6 +125,42 @@ pub fn record_group(
     status
 }
 
+/// Why a RecordGroup is not served once healthroute is uninstalled (SEMANTICS P13).
+pub const UNINSTALLED: &str = "healthroute was uninstalled: no resolver serves this group";
+
+/// The status of a RecordGroup that nothing serves (P13): not served, no served generation,
+/// no record health (no checker probes them any more) and `Ready` False, reason `NotServed`,
+/// with `why`. Applied under the operator's field manager it also removes what the operator
+/// wrote before (records, the other conditions). Built on `old` unchanged when `old` already
+/// says it, so that a second uninstall writes nothing.
+pub fn record_group_not_served(
+    old: Option<&RecordGroupStatus>,
+    why: &str,
+    generation: Option<i64>,
+    now: jiff::Timestamp,
+) -> RecordGroupStatus {
+    let conditions = merge_conditions(
+        old.map_or(&[][..], |s| &s.conditions),
+        vec![Desired {
+            kind: types::READY,
+            status: false,
+            reason: condition_reasons::NOT_SERVED,
+            message: why.to_owned(),
+        }],
+        now,
+        generation,
+    );
+    RecordGroupStatus {
+        served: false,
+        served_generation: None,
+        healthy_records: None,
+        records: Vec::new(),
+        last_resort: false,
+        conditions,
+        observed_generation: generation,
+    }
+}
+
 /// The operator's part of a HealthCheck's status: never `checkers` (those are the
 /// checkers'), and `metric` only from the leader's evaluator (set by the caller).
 pub fn health_check(
@@ -307,6 +343,68 @@ mod tests {
 
     fn t(s: i64) -> jiff::Timestamp {
         jiff::Timestamp::from_second(1_800_000_000 + s).expect("valid")
+    }
+
+    // SEM-P13: after uninstall a group says that nothing serves it: not served, no generation,
+    // no records' health, Ready False NotServed with why; the status built on itself is the
+    // same (a second uninstall writes nothing), its transition time kept.
+    #[test]
+    fn an_uninstalled_group_says_nothing_serves_it() {
+        use healthroute_api::RecordStatus;
+        let served = RecordGroupStatus {
+            served: true,
+            served_generation: Some(7),
+            healthy_records: Some("1/1".into()),
+            records: vec![RecordStatus {
+                set_identifier: "x".into(),
+                healthy: true,
+                values: vec!["192.0.2.1".into()],
+                reason: None,
+            }],
+            last_resort: false,
+            conditions: merge_conditions(
+                &[],
+                vec![Desired {
+                    kind: types::READY,
+                    status: true,
+                    reason: condition_reasons::SERVED,
+                    message: "served by the resolvers (table generation 7)".into(),
+                }],
+                t(0),
+                Some(2),
+            ),
+            observed_generation: Some(2),
+        };
+        let gone = record_group_not_served(Some(&served), UNINSTALLED, Some(3), t(10));
+        assert!(!gone.served);
+        assert_eq!(
+            (
+                &gone.served_generation,
+                &gone.healthy_records,
+                gone.records.len()
+            ),
+            (&None, &None, 0)
+        );
+        assert_eq!(gone.conditions.len(), 1, "{:?}", gone.conditions);
+        let ready = &gone.conditions[0];
+        assert_eq!(
+            (
+                ready.type_.as_str(),
+                ready.status.as_str(),
+                ready.reason.as_str()
+            ),
+            ("Ready", "False", "NotServed")
+        );
+        assert_eq!(
+            ready.message,
+            "healthroute was uninstalled: no resolver serves this group"
+        );
+        assert_eq!(ready.last_transition_time, Time(t(10)));
+        assert_eq!(gone.observed_generation, Some(3));
+        let again = record_group_not_served(Some(&gone), UNINSTALLED, Some(3), t(20));
+        assert_eq!(again, gone, "already said: nothing to write");
+        let never = record_group_not_served(None, UNINSTALLED, None, t(0));
+        assert!(!never.served && never.conditions.len() == 1);
     }
 
     // and how many of its records answer (the compiler's half: compiler::tests).

@@ -43,7 +43,10 @@ mod ledger;
 mod published;
 mod writer;
 
-pub use build::{Publication, health_check, record_group, zonal_autoshift, zonal_shift};
+pub use build::{
+    Publication, UNINSTALLED, health_check, record_group, record_group_not_served, zonal_autoshift,
+    zonal_shift,
+};
 pub use conditions::{Desired, condition_reasons, merge_conditions, types};
 pub use events::{Notice, Related, autoshift_notice, event_reasons, group_events, shift_events};
 pub use kind::{OwnStatus, Status, StatusKey, StatusKind};

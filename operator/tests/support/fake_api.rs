@@ -1,6 +1,10 @@
 //! An API server stand-in behind a `tower-test` mock: it keeps the table ConfigMaps, records
 //! every request with the time it arrived, and answers status, table and HealthCheck writes
-//! as a test says (at once, after a delay, with an error, or never).
+//! as a test says (at once, after a delay, with an error, or never). With
+//! [`Settings::objects`] it also keeps the other objects the operator reads and writes
+//! (ServiceAccounts, Leases, Deployments, RecordGroups, HealthChecks, ZonalShifts) as an API
+//! server would: lists by namespace and label selector, gets, patches, deletes with a uid
+//! precondition.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -75,6 +79,8 @@ struct State {
     configmaps: BTreeMap<String, Json>,
     /// Secrets by `namespace/name`, answered to GETs.
     secrets: BTreeMap<String, Json>,
+    /// Other objects by (plural, namespace, name), with [`Settings::objects`].
+    objects: BTreeMap<(String, String, String), Json>,
     log: Vec<Seen>,
     /// Answers held back on purpose (`Answer::Hang`).
     hung: Vec<tower_test::mock::SendResponse<Response<Body>>>,
@@ -90,7 +96,20 @@ pub struct Settings {
     pub write_delay: Duration,
     /// Writes of table shards (not manifests, not deltas) are answered after this long more.
     pub shard_write_delay: Duration,
+    /// Keep the objects of [`STORED`] kinds as an API server would (off: writes are echoed,
+    /// reads answered 404, as before).
+    pub objects: bool,
 }
+
+/// The kinds kept with [`Settings::objects`], by their plural.
+pub const STORED: &[&str] = &[
+    "serviceaccounts",
+    "leases",
+    "deployments",
+    "recordgroups",
+    "healthchecks",
+    "zonalshifts",
+];
 
 impl Default for Settings {
     fn default() -> Self {
@@ -100,6 +119,7 @@ impl Default for Settings {
             checks: Answer::Ok,
             write_delay: Duration::ZERO,
             shard_write_delay: Duration::ZERO,
+            objects: false,
         }
     }
 }
@@ -175,6 +195,43 @@ impl FakeApi {
             format!("{namespace}/{name}"),
             json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": namespace}, "data": data}),
         );
+    }
+
+    /// Puts an object of a [`STORED`] kind on the server (`plural`; its namespace and name from
+    /// its metadata), with a uid unless it has one.
+    pub fn put_object(&self, plural: &str, mut object: Json) {
+        let namespace = object["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let name = object["metadata"]["name"]
+            .as_str()
+            .expect("a name")
+            .to_owned();
+        if object["metadata"]["uid"].is_null() {
+            object["metadata"]["uid"] = json!(format!("uid-{plural}-{namespace}-{name}"));
+        }
+        self.lock()
+            .objects
+            .insert((plural.to_owned(), namespace, name), object);
+    }
+
+    /// The object of kind `plural` at `namespace/name`.
+    pub fn object(&self, plural: &str, namespace: &str, name: &str) -> Option<Json> {
+        self.lock()
+            .objects
+            .get(&(plural.to_owned(), namespace.to_owned(), name.to_owned()))
+            .cloned()
+    }
+
+    /// The `namespace/name` of every object of kind `plural`.
+    pub fn object_names(&self, plural: &str) -> Vec<String> {
+        self.lock()
+            .objects
+            .keys()
+            .filter(|(p, _, _)| p == plural)
+            .map(|(_, ns, name)| format!("{ns}/{name}"))
+            .collect()
     }
 
     pub fn configmap_names(&self) -> Vec<String> {
@@ -278,6 +335,13 @@ impl FakeApi {
             .and_then(|p| p.strip_prefix("/api/v1/namespaces/"))
             .and_then(|p| p.split_once("/secrets/"))
             .map(|(ns, name)| format!("{ns}/{name}"));
+        if settings.objects
+            && let Some(at) = ObjectPath::of(&path)
+            && STORED.contains(&at.plural.as_str())
+        {
+            let (code, reply_body) = self.answer_object(&method, &path, &at, &body);
+            return reply(send, code, &reply_body);
+        }
         match method.as_str() {
             "GET" if secret.is_some() => {
                 let found = secret.and_then(|k| self.lock().secrets.get(&k).cloned());
@@ -291,7 +355,14 @@ impl FakeApi {
                 }
             }
             "GET" if is_table => {
-                let items: Vec<Json> = self.lock().configmaps.values().cloned().collect();
+                let selector = query(&path, "labelSelector").unwrap_or_default();
+                let items: Vec<Json> = self
+                    .lock()
+                    .configmaps
+                    .values()
+                    .filter(|cm| selected(&cm["metadata"]["labels"], &selector))
+                    .cloned()
+                    .collect();
                 reply(
                     send,
                     200,
@@ -304,14 +375,7 @@ impl FakeApi {
             }
             "DELETE" if is_table && name == "configmaps" => {
                 // A delete of a collection, by label selector (the publisher's old deltas).
-                let selector = path
-                    .split_once("labelSelector=")
-                    .map(|(_, s)| s.split('&').next().unwrap_or_default())
-                    .unwrap_or_default()
-                    .replace("%2F", "/")
-                    .replace("%3D", "=")
-                    .replace("%21", "!")
-                    .replace("%2C", ",");
+                let selector = query(&path, "labelSelector").unwrap_or_default();
                 self.lock()
                     .configmaps
                     .retain(|_, cm| !selected(&cm["metadata"]["labels"], &selector));
@@ -348,6 +412,181 @@ impl FakeApi {
             ),
         }
     }
+}
+
+impl FakeApi {
+    /// A request for an object of a [`STORED`] kind: its answer's code and body.
+    fn answer_object(&self, method: &str, path: &str, at: &ObjectPath, body: &Json) -> (u16, Json) {
+        let not_found = || {
+            (
+                404,
+                json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404}),
+            )
+        };
+        let success = || {
+            (
+                200,
+                json!({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 200}),
+            )
+        };
+        let mut state = self.lock();
+        let key = |name: &str| {
+            (
+                at.plural.clone(),
+                at.namespace.clone().unwrap_or_default(),
+                name.to_owned(),
+            )
+        };
+        match (method, &at.name) {
+            ("GET", None) => {
+                let selector = query(path, "labelSelector").unwrap_or_default();
+                let items: Vec<Json> = state
+                    .objects
+                    .iter()
+                    .filter(|((p, ns, _), o)| {
+                        *p == at.plural
+                            && at.namespace.as_ref().is_none_or(|n| n == ns)
+                            && selected(&o["metadata"]["labels"], &selector)
+                    })
+                    .map(|(_, o)| o.clone())
+                    .collect();
+                (
+                    200,
+                    json!({"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": "1"}, "items": items}),
+                )
+            }
+            ("GET", Some(name)) => match state.objects.get(&key(name)) {
+                Some(o) => (200, o.clone()),
+                None => not_found(),
+            },
+            ("DELETE", Some(name)) => {
+                let Some(found) = state.objects.get(&key(name)) else {
+                    return not_found();
+                };
+                let wanted = &body["preconditions"]["uid"];
+                if !wanted.is_null() && *wanted != found["metadata"]["uid"] {
+                    return (
+                        409,
+                        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Conflict", "code": 409}),
+                    );
+                }
+                state.objects.remove(&key(name));
+                success()
+            }
+            ("PATCH", Some(name)) => {
+                let k = key(name);
+                let object = match (state.objects.get_mut(&k), at.subresource.as_deref()) {
+                    (Some(o), Some("status")) => {
+                        o["status"] = body["status"].clone();
+                        o.clone()
+                    }
+                    (Some(o), Some("scale")) => {
+                        let replicas = body["spec"]["replicas"].clone();
+                        let generation = o["metadata"]["generation"].as_i64().unwrap_or(1) + 1;
+                        o["metadata"]["generation"] = json!(generation);
+                        o["spec"]["replicas"] = replicas.clone();
+                        o["status"]["replicas"] = replicas.clone();
+                        o["status"]["observedGeneration"] = json!(generation);
+                        return (
+                            200,
+                            json!({"apiVersion": "autoscaling/v1", "kind": "Scale",
+                                   "metadata": {"name": name, "namespace": k.1},
+                                   "spec": {"replicas": replicas}, "status": {"replicas": replicas}}),
+                        );
+                    }
+                    (Some(o), _) => {
+                        merge(o, body);
+                        o.clone()
+                    }
+                    (None, None) => {
+                        let mut o = body.clone();
+                        o["metadata"]["namespace"] = json!(k.1);
+                        o["metadata"]["uid"] = json!(format!("uid-{}-{}-{}", k.0, k.1, k.2));
+                        state.objects.insert(k, o.clone());
+                        o
+                    }
+                    (None, Some(_)) => return not_found(),
+                };
+                (200, object)
+            }
+            ("POST", None) => {
+                let name = body["metadata"]["name"].as_str().unwrap_or_default();
+                if state.objects.contains_key(&key(name)) {
+                    return (
+                        409,
+                        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "AlreadyExists", "code": 409}),
+                    );
+                }
+                let mut o = body.clone();
+                o["metadata"]["uid"] = json!(format!("uid-{}-{name}", at.plural));
+                state.objects.insert(key(name), o.clone());
+                (201, o)
+            }
+            _ => not_found(),
+        }
+    }
+}
+
+/// Where a request points: the kind (its plural), the namespace, the name, the subresource.
+pub struct ObjectPath {
+    pub plural: String,
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    pub subresource: Option<String>,
+}
+
+impl ObjectPath {
+    /// `/api/v1/...` or `/apis/GROUP/VERSION/...`, `namespaces/NS/` or not.
+    pub fn of(path: &str) -> Option<ObjectPath> {
+        let path = path.split('?').next()?;
+        let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        let rest = match *parts.first()? {
+            "api" => parts.get(2..)?,
+            "apis" => parts.get(3..)?,
+            _ => return None,
+        };
+        let (namespace, rest) = match rest {
+            ["namespaces", ns, rest @ ..] if !rest.is_empty() => (Some((*ns).to_owned()), rest),
+            _ => (None, rest),
+        };
+        Some(ObjectPath {
+            plural: (*rest.first()?).to_owned(),
+            namespace,
+            name: rest.get(1).map(|s| (*s).to_owned()),
+            subresource: rest.get(2).map(|s| (*s).to_owned()),
+        })
+    }
+}
+
+/// A JSON merge patch (RFC 7386) of `patch` into `target`.
+fn merge(target: &mut Json, patch: &Json) {
+    match (target.as_object_mut(), patch.as_object()) {
+        (Some(t), Some(p)) => {
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(k);
+                } else {
+                    merge(t.entry(k.clone()).or_insert(Json::Null), v);
+                }
+            }
+        }
+        _ => *target = patch.clone(),
+    }
+}
+
+/// A query parameter of `path`, percent-decoded as far as selectors need.
+fn query(path: &str, key: &str) -> Option<String> {
+    let (_, q) = path.split_once('?')?;
+    let value = q
+        .split('&')
+        .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))?;
+    Some(
+        value
+            .replace("%2F", "/")
+            .replace("%3D", "=")
+            .replace("%21", "!")
+            .replace("%2C", ","),
+    )
 }
 
 fn reply(send: tower_test::mock::SendResponse<Response<Body>>, code: u16, value: &Json) {

@@ -24,9 +24,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use healthroute_admin::key_file;
 use healthroute_admin::metrics::{Collector, DescriptorEncoder, Exposition};
 use healthroute_admin::retry::ErrorLog;
-use healthroute_table::push::{KEY_FILE_CHECK, PATH, PushKeys, Reload};
+use healthroute_table::push::{KEY_FILE_CHECK, PATH, PushKeys};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper::client::conn::http1::SendRequest;
@@ -192,31 +193,16 @@ async fn send_in_order(
 
 /// Reads the key file `path` again every [`KEY_FILE_CHECK`] until aborted, and gives `keys`
 /// what it holds: kubelet replaces a mounted Secret's files when the Secret changes, so a new
-/// push key is used without a restart. A file that cannot be used keeps the key held (said
-/// once a minute; never the file's content).
+/// push key is used without a restart. A file that cannot be used keeps the key held.
 pub async fn follow_key_file(path: PathBuf, keys: Arc<PushKeys>) {
     follow_key_file_every(path, keys, KEY_FILE_CHECK).await
 }
 
 async fn follow_key_file_every(path: PathBuf, keys: Arc<PushKeys>, every: Duration) {
-    let mut errors = ErrorLog::default();
-    let mut tick = tokio::time::interval(every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        match keys.reload(tokio::fs::read(&path).await, Instant::now()) {
-            Reload::Unchanged => {}
-            changed @ Reload::Changed => {
-                tracing::info!(file = %path.display(), "{changed}");
-            }
-            failed => {
-                let failed = failed.to_string();
-                if errors.should_log(&failed) {
-                    tracing::warn!(file = %path.display(), error = %failed, "the push key file cannot be used (said once a minute)");
-                }
-            }
-        }
-    }
+    key_file::follow(path, every, "push key", |read| {
+        keys.reload(read, Instant::now()).outcome()
+    })
+    .await
 }
 
 /// One request on the connection, opening it first when there is none (or it closed).
@@ -350,7 +336,10 @@ mod tests {
     #[tokio::test]
     async fn a_rotation_refuses_no_push() {
         let keys: Arc<PushKeys> = PushKey::new(OLD).expect("key").into();
-        assert!(matches!(keys.offer(NEW, Instant::now()), Reload::Changed));
+        assert!(matches!(
+            keys.offer(NEW, Instant::now()),
+            healthroute_table::push::Reload::Changed
+        ));
         for (resolver_key, outcome) in [
             (OLD, (1, 0)),
             (NEW, (1, 0)),

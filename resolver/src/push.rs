@@ -21,10 +21,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use healthroute_admin::key_file;
 use healthroute_admin::metrics::{Collector, CountsByResult, DescriptorEncoder, Exposition};
-use healthroute_admin::retry::ErrorLog;
 use healthroute_table::published::MAX_DELTA_BYTES;
-use healthroute_table::push::{KEY_FILE_CHECK, PATH, PushKeys, Reload};
+use healthroute_table::push::{KEY_FILE_CHECK, PATH, PushKeys};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
@@ -78,31 +78,16 @@ pub async fn listen(
 
 /// Reads the key file `path` again every [`KEY_FILE_CHECK`] until aborted, and gives `keys`
 /// what it holds: kubelet replaces a mounted Secret's files when the Secret changes, so a new
-/// push key is taken without a restart. A file that cannot be used keeps the key held (said
-/// once a minute; never the file's content).
+/// push key is taken without a restart. A file that cannot be used keeps the key held.
 pub async fn follow_key_file(path: PathBuf, keys: Arc<PushKeys>) {
     follow_key_file_every(path, keys, KEY_FILE_CHECK).await
 }
 
 async fn follow_key_file_every(path: PathBuf, keys: Arc<PushKeys>, every: Duration) {
-    let mut errors = ErrorLog::default();
-    let mut tick = tokio::time::interval(every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        match keys.reload(tokio::fs::read(&path).await, Instant::now()) {
-            Reload::Unchanged => {}
-            changed @ Reload::Changed => {
-                tracing::info!(file = %path.display(), "{changed}");
-            }
-            failed => {
-                let failed = failed.to_string();
-                if errors.should_log(&failed) {
-                    tracing::warn!(file = %path.display(), error = %failed, "the push key file cannot be used (said once a minute)");
-                }
-            }
-        }
-    }
+    key_file::follow(path, every, "push key", |read| {
+        keys.reload(read, Instant::now()).outcome()
+    })
+    .await
 }
 
 async fn serve(

@@ -9,6 +9,7 @@
 #![deny(unsafe_code)]
 
 pub mod endpoint;
+pub mod key_file;
 pub mod lifecycle;
 pub mod memory;
 pub mod metrics;

@@ -177,6 +177,17 @@ pub enum Reload {
     Short(ShortKey),
 }
 
+impl Reload {
+    /// Whether the key changed, nothing did, or the file was refused, with the words to say.
+    pub fn outcome(self) -> Result<Option<String>, String> {
+        match self {
+            Reload::Unchanged => Ok(None),
+            changed @ Reload::Changed => Ok(Some(changed.to_string())),
+            failed => Err(failed.to_string()),
+        }
+    }
+}
+
 impl fmt::Display for Reload {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

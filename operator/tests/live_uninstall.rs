@@ -226,9 +226,13 @@ async fn live_uninstall_removes_what_healthroute_made() {
                               "peer": {"cluster": "west", "recordGroup": format!("{ns}/api")}}]}
     })).await;
     let checks: Api<HealthCheck> = Api::namespaced(client.clone(), &ns);
+    // The user's own check, which uninstall must leave: its target is a loopback listener of
+    // this test (no checker runs here, so nothing probes it).
+    let target = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback listener");
+    let port = target.local_addr().expect("its address").port();
     put(&checks, "web", json!({
         "apiVersion": "healthroute.io/v1alpha1", "kind": "HealthCheck", "metadata": {"name": "web"},
-        "spec": {"type": "TCP", "target": {"address": "192.0.2.1", "port": 80}}
+        "spec": {"type": "TCP", "target": {"address": "127.0.0.1", "port": port}}
     })).await;
     let autoshifts: Api<ZonalAutoshift> = Api::namespaced(client.clone(), &ns);
     put(&autoshifts, "cfg", json!({

@@ -121,6 +121,8 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    #[error("healthroute tables in several namespaces ({0}): pass --table-namespace")]
+    SeveralInstallations(String),
     #[error("cannot build the ZonalShift: {0}")]
     BuildShift(#[source] serde_json::Error),
     #[error("--expires-in {raw}: {source}")]

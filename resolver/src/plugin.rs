@@ -210,6 +210,43 @@ pub fn live_resolvers<'a>(
     (live, stale)
 }
 
+/// Where the installation's table lives when `--table-namespace` is not given: the one
+/// namespace whose ConfigMaps carry the table's manifest label, asked across namespaces. When
+/// the user may not list ConfigMaps everywhere, or none is found, the chart's default
+/// (`healthroute`); several installations must be told apart with the flag.
+pub async fn find_table_namespace(client: &Client) -> Result<String, Error> {
+    use healthroute_table::published::{MANIFEST, TABLE_LABEL};
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let found = Api::<ConfigMap>::all(client.clone())
+        .list_metadata(&ListParams::default().labels(&format!("{TABLE_LABEL}={MANIFEST}")))
+        .await;
+    let namespaces = match found {
+        Ok(list) => table_namespaces(
+            list.items
+                .iter()
+                .filter_map(|m| m.metadata.namespace.as_deref()),
+        ),
+        // Not allowed to list everywhere, or no API: the chart's default.
+        Err(_) => Vec::new(),
+    };
+    match &namespaces[..] {
+        [] => Ok(DEFAULT_TABLE_NAMESPACE.to_owned()),
+        [one] => Ok(one.clone()),
+        several => Err(Error::SeveralInstallations(several.join(", "))),
+    }
+}
+
+/// The chart's release namespace when nothing says otherwise.
+pub const DEFAULT_TABLE_NAMESPACE: &str = "healthroute";
+
+/// The distinct namespaces that hold a table manifest, sorted.
+fn table_namespaces<'a>(namespaces: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let mut found: Vec<String> = namespaces.map(str::to_owned).collect();
+    found.sort();
+    found.dedup();
+    found
+}
+
 /// `status`: every RecordGroup, and the table generation each live resolver serves.
 pub async fn status(
     client: &Client,
@@ -990,6 +1027,20 @@ async fn answered(
 
 #[cfg(test)]
 mod tests {
+    // SEM-P5: the plugin finds the one namespace that holds a table; several are told apart.
+    #[test]
+    fn the_table_namespace_is_the_one_that_holds_a_manifest() {
+        assert_eq!(
+            super::table_namespaces(["hr", "hr"].into_iter()),
+            vec!["hr".to_owned()]
+        );
+        assert_eq!(
+            super::table_namespaces(["west", "east", "west"].into_iter()),
+            vec!["east".to_owned(), "west".to_owned()]
+        );
+        assert!(super::table_namespaces(std::iter::empty()).is_empty());
+    }
+
     use super::*;
 
     const NOW: &str = "2026-12-01T12:00:00Z";

@@ -35,9 +35,10 @@ enum Command {
     /// Every RecordGroup: policy, healthy/total, last resort, served generation; and the
     /// generation each resolver serves when they differ.
     Status {
-        /// Namespace of the table ConfigMaps and checker Leases.
-        #[arg(long = "table-namespace", default_value = "healthroute")]
-        table_namespace: String,
+        /// Namespace of the table ConfigMaps and checker Leases (the installation's);
+        /// default: the one namespace that holds a healthroute table, else `healthroute`.
+        #[arg(long = "table-namespace")]
+        table_namespace: Option<String>,
     },
     /// Why the live answer for NAME is what it is, from the cluster's current objects.
     Explain {
@@ -143,6 +144,10 @@ async fn run(cli: Cli) -> Result<String, Error> {
     };
     match cli.command {
         Command::Status { table_namespace } => {
+            let table_namespace = match table_namespace {
+                Some(ns) => ns,
+                None => plugin::find_table_namespace(&client).await?,
+            };
             plugin::status(&client, &scope, &table_namespace, cli.output).await
         }
         Command::Explain {

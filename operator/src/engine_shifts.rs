@@ -193,15 +193,8 @@ fn practice_expires_in(status: &ZonalShiftStatus) -> String {
         (Some(start), Some(end)) => end.0.duration_since(start.0).as_secs(),
         _ => 0,
     };
-    let seconds = (seconds as u64).clamp(60, 72 * 3600);
-    let (h, m, s) = (seconds / 3600, seconds % 3600 / 60, seconds % 60);
-    let mut out = String::new();
-    for (n, unit) in [(h, 'h'), (m, 'm'), (s, 's')] {
-        if n > 0 {
-            out.push_str(&format!("{n}{unit}"));
-        }
-    }
-    out
+    let seconds = seconds.clamp(60, 72 * 3600);
+    healthroute_api::format_duration(jiff::SignedDuration::from_secs(seconds))
 }
 
 fn status_body(key: &ObjectKey, status: &ZonalShiftStatus) -> Json {

@@ -13,21 +13,19 @@
 //! connection and the push; its watch brings the change.
 //!
 //! The key comes from a mounted Secret that may change while the operator runs
-//! ([`follow_key_file`]): for `SIGN_PREVIOUS_FOR` after the change pushes are still signed
-//! with the key before (kubelet brings the Secret to each resolver at its own moment), then
-//! with the new one; a resolver that refuses a push (401) gets it once more signed with the
-//! other key while it is in use (`PushKeys::fallback_authorization`).
+//! (`key_file::follow` of the admin crate): for `SIGN_PREVIOUS_FOR` after the change pushes
+//! are still signed with the key before (kubelet brings the Secret to each resolver at its
+//! own moment), then with the new one; a resolver that refuses a push (401) gets it once more
+//! signed with the other key while it is in use (`PushKeys::fallback_authorization`).
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use healthroute_admin::key_file;
 use healthroute_admin::metrics::{Collector, DescriptorEncoder, Exposition};
 use healthroute_admin::retry::ErrorLog;
-use healthroute_table::push::{KEY_FILE_CHECK, PATH, PushKeys};
+use healthroute_table::push::{PATH, PushKeys};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper::client::conn::http1::SendRequest;
@@ -88,7 +86,7 @@ pub struct Pusher {
 }
 
 impl Pusher {
-    /// `keys` is a `PushKey` read once, or [`PushKeys`] that a [`follow_key_file`] task keeps
+    /// `keys` is a `PushKey` read once, or [`PushKeys`] that a key-file follower keeps
     /// up to date.
     pub fn new(keys: impl Into<Arc<PushKeys>>, metrics: Arc<PushMetrics>) -> Self {
         Pusher {
@@ -189,20 +187,6 @@ async fn send_in_order(
             tracing::warn!(resolver = %address, error = %outcome, "a pushed delta was not taken; the resolver's watch brings it (logged once a minute per error)");
         }
     }
-}
-
-/// Reads the key file `path` again every [`KEY_FILE_CHECK`] until aborted, and gives `keys`
-/// what it holds: kubelet replaces a mounted Secret's files when the Secret changes, so a new
-/// push key is used without a restart. A file that cannot be used keeps the key held.
-pub async fn follow_key_file(path: PathBuf, keys: Arc<PushKeys>) {
-    follow_key_file_every(path, keys, KEY_FILE_CHECK).await
-}
-
-async fn follow_key_file_every(path: PathBuf, keys: Arc<PushKeys>, every: Duration) {
-    key_file::follow(path, every, "push key", |read| {
-        keys.reload(read, Instant::now()).outcome()
-    })
-    .await
 }
 
 /// One request on the connection, opening it first when there is none (or it closed).
@@ -370,7 +354,12 @@ mod tests {
         std::fs::write(&file, OLD).expect("write");
         let keys: Arc<PushKeys> = PushKey::new(OLD).expect("key").into();
         let every = Duration::from_millis(20);
-        let follower = tokio::spawn(follow_key_file_every(file.clone(), keys.clone(), every));
+        let follower = tokio::spawn({
+            let keys = keys.clone();
+            healthroute_admin::key_file::follow(file.clone(), every, "push key", move |read| {
+                keys.take_file(read)
+            })
+        });
         let new = PushKey::new(NEW).expect("key");
         std::fs::write(&file, "").expect("write");
         tokio::time::sleep(every * 5).await;

@@ -407,8 +407,13 @@ async fn serve_cluster(args: ServeArgs) -> Result<(), Error> {
         tasks.push(task);
         if let Some(path) = args.push_key_file.clone() {
             tasks.push(tokio::spawn(
-                healthroute_resolver::push::follow_key_file(path, keys)
-                    .instrument(tracing::info_span!("push_key_file")),
+                healthroute_admin::key_file::follow(
+                    path,
+                    healthroute_table::push::KEY_FILE_CHECK,
+                    "push key",
+                    move |read| keys.take_file(read),
+                )
+                .instrument(tracing::info_span!("push_key_file")),
             ));
         }
         config.push = Some(healthroute_resolver::push::PushCollector(metrics.clone()));

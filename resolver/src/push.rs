@@ -11,20 +11,18 @@
 //! as it decodes a delta from the watch: nothing else here reads it.
 //!
 //! The key comes from a mounted Secret that may change while the resolver runs
-//! ([`follow_key_file`]): a push signed with the key held before the change is still taken
-//! for `PREVIOUS_KEY_GRACE` (the leader signs with it until every pod has the new key), so
-//! that a rotation refuses no push.
+//! (`key_file::follow` of the admin crate): a push signed with the key held before the change
+//! is still taken for `PREVIOUS_KEY_GRACE` (the leader signs with it until every pod has the
+//! new key), so that a rotation refuses no push.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use healthroute_admin::key_file;
 use healthroute_admin::metrics::{Collector, CountsByResult, DescriptorEncoder, Exposition};
 use healthroute_table::published::MAX_DELTA_BYTES;
-use healthroute_table::push::{KEY_FILE_CHECK, PATH, PushKeys};
+use healthroute_table::push::{PATH, PushKeys};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
@@ -56,7 +54,7 @@ impl Collector for PushCollector {
 
 /// Binds `addr` and serves pushes until the task is aborted: each verified body goes to the
 /// returned receiver. `keys` is a `PushKey` read once, or [`PushKeys`] that a
-/// [`follow_key_file`] task keeps up to date.
+/// `healthroute_admin::key_file::follow` task keeps up to date.
 pub async fn listen(
     addr: SocketAddr,
     keys: impl Into<Arc<PushKeys>>,
@@ -74,20 +72,6 @@ pub async fn listen(
             .instrument(tracing::info_span!("push_listener", addr = %local)),
     );
     Ok((local, rx, task))
-}
-
-/// Reads the key file `path` again every [`KEY_FILE_CHECK`] until aborted, and gives `keys`
-/// what it holds: kubelet replaces a mounted Secret's files when the Secret changes, so a new
-/// push key is taken without a restart. A file that cannot be used keeps the key held.
-pub async fn follow_key_file(path: PathBuf, keys: Arc<PushKeys>) {
-    follow_key_file_every(path, keys, KEY_FILE_CHECK).await
-}
-
-async fn follow_key_file_every(path: PathBuf, keys: Arc<PushKeys>, every: Duration) {
-    key_file::follow(path, every, "push key", |read| {
-        keys.reload(read, Instant::now()).outcome()
-    })
-    .await
 }
 
 async fn serve(
@@ -263,7 +247,12 @@ mod tests {
         let old = PushKey::new(SECRET).expect("key");
         let keys: Arc<PushKeys> = old.clone().into();
         let every = Duration::from_millis(20);
-        let follower = tokio::spawn(follow_key_file_every(file.clone(), keys.clone(), every));
+        let follower = tokio::spawn({
+            let keys = keys.clone();
+            healthroute_admin::key_file::follow(file.clone(), every, "push key", move |read| {
+                keys.take_file(read)
+            })
+        });
         let metrics = Arc::new(PushMetrics::default());
         let (addr, mut deltas, task) = listen(
             "127.0.0.1:0".parse().expect("addr"),

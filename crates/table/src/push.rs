@@ -277,6 +277,13 @@ impl PushKeys {
         Reload::Changed
     }
 
+    /// What a key-file follower (`healthroute_admin::key_file::follow`, in both binaries)
+    /// makes of one read of the file now: the same key, a new one in use, or a refusal, each
+    /// with the words to say.
+    pub fn take_file(&self, read: std::io::Result<Vec<u8>>) -> Result<Option<String>, String> {
+        self.reload(read, Instant::now()).outcome()
+    }
+
     /// [`PushKeys::offer`] of a read of the key file (`std::fs::read`).
     pub fn reload(&self, read: std::io::Result<Vec<u8>>, now: Instant) -> Reload {
         match read {

@@ -153,8 +153,16 @@ pub async fn run_with(
         let keys: Arc<healthroute_table::push::PushKeys> = key.into();
         if let Some(path) = config.push_key_file.clone() {
             key_follower = Some(tokio::spawn(
-                crate::push::follow_key_file(path, keys.clone())
-                    .instrument(tracing::info_span!("push_key_file")),
+                {
+                    let keys = keys.clone();
+                    healthroute_admin::key_file::follow(
+                        path,
+                        healthroute_table::push::KEY_FILE_CHECK,
+                        "push key",
+                        move |read| keys.take_file(read),
+                    )
+                }
+                .instrument(tracing::info_span!("push_key_file")),
             ));
         }
         publisher = publisher.with_pusher(crate::push::Pusher::new(keys, metrics.pushes.clone()));

@@ -1014,22 +1014,6 @@ defaultTtl: 30
         );
     }
 
-    /// Log lines written in a test.
-    #[derive(Clone, Default)]
-    struct Lines(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-    impl std::io::Write for Lines {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            if let Ok(mut lines) = self.0.lock() {
-                lines.extend_from_slice(buf);
-            }
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
     // SEM-X1 SEM-X10: a key file the configuration names is read again while running: a
     // changed secret is accepted by the exchange listener at once, the previous one still
     // signs the checker's queries and is still accepted; a file that turns unreadable, not
@@ -1067,13 +1051,7 @@ defaultTtl: 30
         let now = 1_780_000_000;
         assert!(accepts(SECRET, now) && !accepts(NEXT, now));
 
-        let lines = Lines::default();
-        let writer = lines.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_ansi(false)
-            .with_writer(move || writer.clone())
-            .finish();
-        let _guard = tracing::subscriber::set_default(subscriber);
+        let (lines, _guard) = crate::test_log::capture();
 
         assert_eq!(peers.reload_key_files(now), KeyReload::default());
         std::fs::write(&key_file, format!("{NEXT}\n")).expect("write");
@@ -1105,7 +1083,7 @@ defaultTtl: 30
                 );
                 assert!(accepts(NEXT, at) && accepts(SECRET, at), "{says}: kept");
             }
-            let text = String::from_utf8_lossy(&lines.0.lock().expect("lines")).into_owned();
+            let text = lines.text();
             let told: Vec<&str> = text.lines().filter(|l| l.contains(says)).collect();
             assert_eq!(told.len(), 1, "{says}: {text}");
             assert!(
@@ -1118,7 +1096,7 @@ defaultTtl: 30
         }
         assert_eq!(peers.key_reloads().get("loaded"), 1);
         assert_eq!(peers.key_reloads().get("refused"), 3);
-        let text = String::from_utf8_lossy(&lines.0.lock().expect("lines")).into_owned();
+        let text = lines.text();
         for secret in [SECRET, DECODED, NEXT, &SECRET[..16], &NEXT[..16]] {
             assert!(!text.contains(secret), "a secret in the log:\n{text}");
         }

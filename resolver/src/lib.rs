@@ -25,5 +25,7 @@ pub mod standalone;
 pub mod state;
 pub mod sys;
 pub mod table_file;
+#[cfg(test)]
+mod test_log;
 pub mod udp;
 pub mod wire;

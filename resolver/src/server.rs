@@ -457,25 +457,8 @@ fn udp_socket(addr: SocketAddr, reuse_port: bool) -> std::io::Result<std::net::U
 #[cfg(test)]
 mod tests {
     use std::os::fd::AsFd;
-    use std::sync::Mutex;
 
     use super::*;
-
-    /// Log lines, kept for the test to read.
-    #[derive(Clone, Default)]
-    struct Lines(Arc<Mutex<Vec<u8>>>);
-
-    impl std::io::Write for Lines {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            if let Ok(mut lines) = self.0.lock() {
-                lines.extend_from_slice(buf);
-            }
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
 
     /// A resolver started on `config`. The TCP listener takes the port the kernel gave the
     /// UDP socket, which a connection of another process on this machine may hold as its
@@ -623,19 +606,14 @@ mod tests {
     // Every spawned task has a span: what the table task logs says it comes from it.
     #[tokio::test]
     async fn the_table_task_logs_in_its_span() {
-        let lines = Lines::default();
-        let writer = lines.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_ansi(false)
-            .with_writer(move || writer.clone())
-            .finish();
-        // This test's thread only: a current-thread runtime runs the spawned tasks here.
-        let _guard = tracing::subscriber::set_default(subscriber);
+        let (lines, _guard) = crate::test_log::capture();
+        // This test's thread only (the guard): a current-thread runtime runs the spawned
+        // tasks here.
         let (_tx, tables) = watch::channel(Some(Arc::new(RoutingTable::default())));
         let running = started(|| config(None), tables).await;
         served(&running, 0).await;
         running.shutdown().await;
-        let text = String::from_utf8_lossy(&lines.0.lock().expect("lines")).into_owned();
+        let text = lines.text();
         let served = text
             .lines()
             .find(|l| l.contains("serving a new table"))

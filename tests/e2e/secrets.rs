@@ -13,7 +13,7 @@
 //! Each start-up error is also said exactly once: one `error:` line, no log line besides.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Duration;
 
 use crate::support::{Resolver, eventually, free_port, http_get, repo, resolver, temp_dir};
@@ -229,31 +229,6 @@ fn push_key_errors_never_show_the_key() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A standalone resolver on `dir` whose stdout and stderr are both kept, ready.
-fn start_keeping_stdout(dir: &Path) -> Resolver {
-    for _ in 0..3 {
-        let dns: std::net::SocketAddr = ([127, 0, 0, 1], free_port()).into();
-        let admin: std::net::SocketAddr = ([127, 0, 0, 1], free_port()).into();
-        let child = resolver()
-            .arg("--manifests")
-            .arg(dir)
-            .args(["--listen", &dns.to_string()])
-            .args(["--admin-listen", &admin.to_string()])
-            .args(["--udp-sockets", "1"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("starts the resolver");
-        let mut r = Resolver { child, dns, admin };
-        match r.wait_ready() {
-            Ok(()) => return r,
-            Err(log) if log.contains("cannot listen") || log.contains("another server") => {}
-            Err(log) => panic!("the resolver exited before it was ready:\n{log}"),
-        }
-    }
-    panic!("no free ports in three tries");
-}
-
 // SEM-X10 SEM-X9: a resolver that runs with peer keys (one inline, one from a secretFile)
 // never shows them: not in its log, not on stdout, not in /metrics (while its peer checks
 // fail against a listener that is not there), and not when healthroute.yaml is then edited
@@ -267,7 +242,7 @@ fn a_running_resolver_never_shows_the_secret() {
         "zones: [example.com]\nexchange: {{listen: \"127.0.0.1:{exchange}\"}}\npeers:\n  - name: west\n    addresses: [\"127.0.0.1:{nobody}\"]\n    keys:\n      - {{name: east-west., secret: {SECRET}}}\n      - {{name: east-west-old., secretFile: old.key}}\n"
     );
     let dir = directory("secrets-running", &config, &[("old.key", SECOND)]);
-    let mut r = start_keeping_stdout(&dir);
+    let mut r = Resolver::start_keeping_stdout(&dir, &[]);
     let metrics = |r: &Resolver| {
         http_get(r.admin, "/metrics")
             .map(|(_, body)| body)

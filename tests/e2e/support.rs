@@ -83,6 +83,21 @@ impl Resolver {
 
     /// [`Resolver::start`] with these environment variables set for the process.
     pub fn start_with_env(dir: &std::path::Path, extra: &[&str], env: &[(&str, &str)]) -> Resolver {
+        Self::start_with(dir, extra, env, false)
+    }
+
+    /// [`Resolver::start`] with stdout kept (piped) as well as stderr, for a test that reads
+    /// both.
+    pub fn start_keeping_stdout(dir: &std::path::Path, extra: &[&str]) -> Resolver {
+        Self::start_with(dir, extra, &[], true)
+    }
+
+    fn start_with(
+        dir: &std::path::Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        keep_stdout: bool,
+    ) -> Resolver {
         let mut last = String::new();
         for _ in 0..3 {
             let dns: std::net::SocketAddr = ([127, 0, 0, 1], free_port()).into();
@@ -100,7 +115,11 @@ impl Resolver {
                 ])
                 .args(extra)
                 .envs(env.iter().copied())
-                .stdout(std::process::Stdio::null())
+                .stdout(if keep_stdout {
+                    std::process::Stdio::piped()
+                } else {
+                    std::process::Stdio::null()
+                })
                 .stderr(std::process::Stdio::piped())
                 .spawn()
                 .expect("starts the resolver");

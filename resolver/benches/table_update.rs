@@ -9,8 +9,8 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use healthroute_resolver::counters::AnswerCounters;
-use healthroute_resolver::serving::{ServingTable, ZoneConfig};
+use healthroute_resolver::dns::counters::AnswerCounters;
+use healthroute_resolver::dns::serving::{ServingTable, ZoneConfig};
 use healthroute_table::{
     Answer, CompiledGroup, GroupKey, RecordType, RoutingTable, Selection, Target, Value,
 };
@@ -85,7 +85,7 @@ fn main() {
     });
     let path = std::env::temp_dir().join(format!("hr-bench-table-{}.json", std::process::id()));
     let write = mean(1, || {
-        healthroute_resolver::table_file::write(&path, &table).expect("writes");
+        healthroute_resolver::sources::table_file::write(&path, &table).expect("writes");
     });
     let bytes = std::fs::metadata(&path).map_or(0, |m| m.len());
     let _ = std::fs::remove_file(&path);

@@ -29,9 +29,9 @@ use serde::de::{self, Deserializer, MapAccess, Visitor};
 
 use healthroute_compiler::manifests::{CONFIG_FILE, YamlError};
 
+use crate::dns::serving::{NameServer, ZoneConfig};
+use crate::dns::wire::{in_zone, wire_name};
 use crate::error::Error;
-use crate::serving::{NameServer, ZoneConfig};
-use crate::wire::{in_zone, wire_name};
 use healthroute_compiler::{DEFAULT_TTL, ServedZones};
 
 /// `healthroute.yaml`: the same settings as the flags, in camelCase.
@@ -256,7 +256,7 @@ pub fn peers_and_exchange(
 ) -> Result<
     (
         healthroute_checker::peer::Peers,
-        Option<crate::exchange::ExchangeConfig>,
+        Option<crate::dns::exchange::ExchangeConfig>,
     ),
     Error,
 > {
@@ -308,7 +308,7 @@ pub fn peers_and_exchange(
     let peers = Peers::from_config(&configs).map_err(at_peer)?;
     let listen = flag_listen.or(file.exchange.as_ref().map(|e| e.listen));
     let exchange = match (listen, peers.server_keys()) {
-        (Some(listen), Some(keys)) => Some(crate::exchange::ExchangeConfig { listen, keys }),
+        (Some(listen), Some(keys)) => Some(crate::dns::exchange::ExchangeConfig { listen, keys }),
         (Some(_), None) => return Err(Error::ExchangeWithoutPeers),
         (None, _) => None,
     };

@@ -1,31 +1,26 @@
 //! healthroute's data plane: the DNS server over the compiled routing table, standalone mode,
 //! and the simulator.
+//!
+//! ```text
+//!   dns/       the DNS path: wire encoding, the serving table, the fast path and the
+//!              handler, sockets, forwarding, the exchange listener, the process state
+//!   sources/   where the serving table comes from: the cluster's ConfigMaps and pushes, a
+//!              table file, a directory of manifests (standalone mode)
+//!   tools/     what runs beside a server, never in it: the simulator, the kubectl plugin,
+//!              the fuzz targets' checks
+//!   config     healthroute.yaml, validated
+//!   server     wires a source, the DNS path and the admin endpoint into one process
+//! ```
+//!
+//! `server` and `tools` use `dns` and `sources`; `dns` and `sources` never use each other,
+//! `tools` or `server`.
 #![deny(unsafe_code)]
 
-pub mod cluster;
 pub mod config;
-pub mod counters;
+pub mod dns;
 pub mod error;
-pub mod exchange;
-pub mod fastpath;
-pub mod forward;
-// The fuzz targets' checks: built for this crate's tests and for tests/fuzz (feature
-// `fuzzing`), never into the binaries.
-#[cfg(any(test, feature = "fuzzing"))]
-pub mod fuzzing;
-pub mod handler;
-pub mod manifest_dir;
-pub mod metrics;
-pub mod plugin;
-pub mod push;
 pub mod server;
-pub mod serving;
-pub mod simulate;
-pub mod standalone;
-pub mod state;
-pub mod sys;
-pub mod table_file;
+pub mod sources;
 #[cfg(test)]
 mod test_log;
-pub mod udp;
-pub mod wire;
+pub mod tools;

@@ -15,8 +15,8 @@ use healthroute_compiler::manifests::CONFIG_FILE;
 use healthroute_resolver::config::{FileConfig, zone_configs, zones_and_ttl};
 use healthroute_resolver::error::Error;
 use healthroute_resolver::server::{self, ServeConfig};
-use healthroute_resolver::simulate::{self, SimulateArgs};
-use healthroute_resolver::standalone::Standalone;
+use healthroute_resolver::sources::standalone::Standalone;
+use healthroute_resolver::tools::simulate::{self, SimulateArgs};
 
 #[derive(Parser)]
 #[command(
@@ -391,11 +391,12 @@ async fn serve_cluster(args: ServeArgs) -> Result<(), Error> {
     let mut pushes = None;
     let mut advertised = None;
     if let Some((addr, key)) = push_settings(&args)? {
-        let metrics = std::sync::Arc::new(healthroute_resolver::push::PushMetrics::default());
+        let metrics =
+            std::sync::Arc::new(healthroute_resolver::sources::push::PushMetrics::default());
         // P12: the key file is followed while running, the previous key accepted a while.
         let keys: std::sync::Arc<healthroute_table::push::PushKeys> = key.into();
         let (bound, deltas, task) =
-            healthroute_resolver::push::listen(addr, keys.clone(), metrics.clone())
+            healthroute_resolver::sources::push::listen(addr, keys.clone(), metrics.clone())
                 .await
                 .map_err(|source| Error::Listen {
                     what: "push",
@@ -416,7 +417,9 @@ async fn serve_cluster(args: ServeArgs) -> Result<(), Error> {
                 .instrument(tracing::info_span!("push_key_file")),
             ));
         }
-        config.push = Some(healthroute_resolver::push::PushCollector(metrics.clone()));
+        config.push = Some(healthroute_resolver::sources::push::PushCollector(
+            metrics.clone(),
+        ));
         pushes = Some((deltas, metrics));
         advertised = Some(address);
     }
@@ -425,7 +428,7 @@ async fn serve_cluster(args: ServeArgs) -> Result<(), Error> {
         .map_err(Error::NoClientForResolver)?;
     let (table_tx, table_rx) = watch::channel(None);
     tasks.push(tokio::spawn(
-        healthroute_resolver::cluster::follow_table(
+        healthroute_resolver::sources::cluster::follow_table(
             client.clone(),
             args.table_namespace.clone(),
             table_tx,
@@ -459,7 +462,7 @@ async fn serve_cluster(args: ServeArgs) -> Result<(), Error> {
         let served = move || shared.table.load().as_ref().map(|t| t.generation);
         let span = info_span!("checker", checker = %args.checker_name);
         checker_task = Some(tokio::spawn(
-            healthroute_resolver::cluster::run_checker(
+            healthroute_resolver::sources::cluster::run_checker(
                 client,
                 args.table_namespace.clone(),
                 c,

@@ -23,12 +23,12 @@ use healthroute_admin::endpoint::Admin;
 use healthroute_admin::metrics::Registry;
 use healthroute_checker::CheckerCollector;
 
+use crate::dns::forward::Forwarder;
+use crate::dns::handler::DnsHandler;
+use crate::dns::metrics::Metrics;
+use crate::dns::serving::{ServingTable, ZoneConfig};
+use crate::dns::state::{ServingCollector, Shared};
 use crate::error::Error;
-use crate::forward::Forwarder;
-use crate::handler::DnsHandler;
-use crate::metrics::Metrics;
-use crate::serving::{ServingTable, ZoneConfig};
-use crate::state::{ServingCollector, Shared};
 
 /// How the resolver listens and what it serves.
 #[derive(Debug, Clone)]
@@ -49,11 +49,11 @@ pub struct ServeConfig {
     /// An in-process checker whose metrics the admin endpoint exports.
     pub checker: Option<CheckerCollector>,
     /// The exchange listener peer clusters ask (X6); none without peers.
-    pub exchange: Option<crate::exchange::ExchangeConfig>,
+    pub exchange: Option<crate::dns::exchange::ExchangeConfig>,
     /// Standalone mode's ZonalAutoshift metrics (AS11).
-    pub autoshift: Option<crate::standalone::AutoshiftCollector>,
+    pub autoshift: Option<crate::sources::standalone::AutoshiftCollector>,
     /// The push listener's metrics (P12), when there is one.
-    pub push: Option<crate::push::PushCollector>,
+    pub push: Option<crate::sources::push::PushCollector>,
 }
 
 /// A running resolver.
@@ -68,7 +68,7 @@ pub struct Running {
     udp_threads: Vec<std::thread::JoinHandle<()>>,
     udp_stop: Arc<std::sync::atomic::AtomicBool>,
     /// Writes the last-table file; asked at shutdown to write the newest table (P2).
-    table_writer: Option<crate::table_file::Writer>,
+    table_writer: Option<crate::sources::table_file::Writer>,
 }
 
 impl Running {
@@ -144,7 +144,7 @@ pub async fn start(
     if tables.borrow().is_none()
         && let Some(path) = &config.table_file
     {
-        match crate::table_file::read(path) {
+        match crate::sources::table_file::read(path) {
             Ok(Some(table)) => {
                 let serving = ServingTable::build(
                     &table,
@@ -207,7 +207,7 @@ pub async fn start(
                         if let Some(cpu) = cpu {
                             pin_to(cpu);
                         }
-                        crate::udp::serve(socket, handler, runtime, stop)
+                        crate::dns::udp::serve(socket, handler, runtime, stop)
                     })
                     .map_err(Error::Thread)?,
             );
@@ -223,11 +223,12 @@ pub async fn start(
 
     let mut tasks = Vec::new();
     // The exchange listener reads the same tables the serving table is built from (X6).
-    let exchange_metrics = Arc::new(crate::exchange::ExchangeMetrics::default());
+    let exchange_metrics = Arc::new(crate::dns::exchange::ExchangeMetrics::default());
     let exchange_addr = match config.exchange {
         Some(exchange) => {
             let (addr, exchange_tasks) =
-                crate::exchange::start(exchange, tables.clone(), exchange_metrics.clone()).await?;
+                crate::dns::exchange::start(exchange, tables.clone(), exchange_metrics.clone())
+                    .await?;
             tasks.extend(exchange_tasks);
             Some(addr)
         }
@@ -236,7 +237,7 @@ pub async fn start(
     // The last-table file is written in the background (P2): the table task never waits.
     let (table_file, table_writer) = match config.table_file.clone() {
         Some(path) => {
-            let (offer, writer) = crate::table_file::Writer::start(path);
+            let (offer, writer) = crate::sources::table_file::Writer::start(path);
             (Some(offer), Some(writer))
         }
         None => (None, None),
@@ -344,7 +345,7 @@ pub async fn start(
                 registry.register_collector(Box::new(push));
             }
             if exchange_addr.is_some() {
-                registry.register_collector(Box::new(crate::exchange::ExchangeCollector(
+                registry.register_collector(Box::new(crate::dns::exchange::ExchangeCollector(
                     exchange_metrics,
                 )));
             }
@@ -441,7 +442,7 @@ fn tcp_listener(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
 
 /// A UDP socket bound to `addr`; IPv6 for IPv6 only, so that `[::]` and `0.0.0.0` do not
 /// collide. Without `reuse_port` the bind fails if anyone holds the port. Its replies are
-/// never fragmented ([`crate::sys::set_dont_fragment`]).
+/// never fragmented ([`crate::dns::sys::set_dont_fragment`]).
 fn udp_socket(addr: SocketAddr, reuse_port: bool) -> std::io::Result<std::net::UdpSocket> {
     use socket2::{Domain, Protocol, Socket, Type};
     let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
@@ -450,7 +451,7 @@ fn udp_socket(addr: SocketAddr, reuse_port: bool) -> std::io::Result<std::net::U
         socket.set_only_v6(true)?;
     }
     socket.bind(&addr.into())?;
-    crate::sys::set_dont_fragment(std::os::fd::AsFd::as_fd(&socket), addr.is_ipv6())?;
+    crate::dns::sys::set_dont_fragment(std::os::fd::AsFd::as_fd(&socket), addr.is_ipv6())?;
     Ok(socket.into())
 }
 
@@ -579,7 +580,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("hr-server-disk-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");
         let path = dir.join("table.json");
-        crate::table_file::write(&path, &groups(10)).expect("written");
+        crate::sources::table_file::write(&path, &groups(10)).expect("written");
         let (tx, tables) = watch::channel(None);
         let running = started(|| config(Some(path.clone())), tables).await;
         served(&running, 1).await;
@@ -625,13 +626,13 @@ mod tests {
     fn udp_listeners_never_fragment_their_replies() {
         let v4 = udp_socket("127.0.0.1:0".parse().expect("addr"), true).expect("IPv4 socket");
         assert_eq!(
-            crate::sys::mtu_discover_mode(v4.as_fd(), false).expect("option"),
+            crate::dns::sys::mtu_discover_mode(v4.as_fd(), false).expect("option"),
             libc::IP_PMTUDISC_PROBE
         );
         // IPv6 may be missing in a sandbox.
         if let Ok(v6) = udp_socket("[::1]:0".parse().expect("addr"), true) {
             assert_eq!(
-                crate::sys::mtu_discover_mode(v6.as_fd(), true).expect("option"),
+                crate::dns::sys::mtu_discover_mode(v6.as_fd(), true).expect("option"),
                 libc::IPV6_PMTUDISC_PROBE
             );
         }

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use healthroute_resolver::error::Error;
-use healthroute_resolver::plugin::{self, Output, Scope, ShiftTarget};
+use healthroute_resolver::tools::plugin::{self, Output, Scope, ShiftTarget};
 use http::{Request, Response};
 use kube::Client;
 use kube::client::Body;

@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use healthroute_api::{HealthCheck, RecordGroup, ZonalShift};
-use healthroute_resolver::plugin::{self, Output, Scope, ShiftTarget};
+use healthroute_resolver::tools::plugin::{self, Output, Scope, ShiftTarget};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DeleteParams, Patch, PatchParams};

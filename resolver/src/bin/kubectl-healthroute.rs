@@ -1,6 +1,6 @@
 //! `kubectl healthroute`: a kubectl plugin (any `kubectl-NAME` on PATH is one). Install with
 //! `cargo install --path resolver --bin kubectl-healthroute`; it reads the current kubeconfig
-//! context, as kubectl does. See healthroute_resolver::plugin for what each command shows.
+//! context, as kubectl does. See healthroute_resolver::tools::plugin for what each command shows.
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use healthroute_resolver::error::Error;
-use healthroute_resolver::plugin::{self, Output, Scope, ShiftTarget};
+use healthroute_resolver::tools::plugin::{self, Output, Scope, ShiftTarget};
 
 #[derive(Parser)]
 #[command(

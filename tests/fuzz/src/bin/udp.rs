@@ -1,4 +1,4 @@
-//! cargo-afl target: see tests/fuzz/README.md. The checks are `healthroute_resolver::fuzzing::udp_datagram`.
+//! cargo-afl target: see tests/fuzz/README.md. The checks are `healthroute_resolver::tools::fuzzing::udp_datagram`.
 fn main() {
-    afl::fuzz!(|data: &[u8]| healthroute_resolver::fuzzing::udp_datagram(data));
+    afl::fuzz!(|data: &[u8]| healthroute_resolver::tools::fuzzing::udp_datagram(data));
 }

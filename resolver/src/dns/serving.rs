@@ -19,9 +19,9 @@
 //!
 //! The table is held in one form only: a serving group is the compiled group itself (the
 //! `Arc` the routing table holds) and its counters, and an answer's RRs are written from its
-//! values as the reply is written ([`crate::wire::push_value_rr`]: an A record is 14 bytes
+//! values as the reply is written ([`crate::dns::wire::push_value_rr`]: an A record is 14 bytes
 //! after its owner, as cheap to write from the address as to copy). The zone's own records
-//! (SOA, NS, glue, the RFC 8482 answer) are wire RRs without their owner ([`crate::wire`]).
+//! (SOA, NS, glue, the RFC 8482 answer) are wire RRs without their owner ([`crate::dns::wire`]).
 //! The owner is written per reply: the question name for the first step of a chain, the
 //! CNAME target of the step before for the others. A new table replaces the old one
 //! atomically (an `ArcSwap` in the process state, `state::Shared`); a query only reads.
@@ -51,8 +51,8 @@ use healthroute_table::{
     Selection, Target, Value, resolve_with,
 };
 
-use crate::counters::{AnswerCounters, Tally};
-use crate::wire::{
+use crate::dns::counters::{AnswerCounters, Tally};
+use crate::dns::wire::{
     TYPE_ANY, TYPE_CNAME, TYPE_HINFO, TYPE_NS, TYPE_SOA, in_zone, is_label_prefix, rr, text_labels,
     value_rr, wire_labels, wire_name, wire_name_in, wire_type,
 };
@@ -1240,7 +1240,7 @@ mod tests {
     use healthroute_table::{RecordType, ZoneViews};
 
     use super::*;
-    use crate::wire::{TYPE_A, TYPE_AAAA, TYPE_TXT};
+    use crate::dns::wire::{TYPE_A, TYPE_AAAA, TYPE_TXT};
 
     fn a(last: u8) -> Value {
         Value::A(Ipv4Addr::new(192, 0, 2, last))

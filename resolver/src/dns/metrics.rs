@@ -15,8 +15,8 @@ use hickory_proto::rr::RecordType;
 
 use healthroute_admin::metrics::{AtomicHistogram, Exposition};
 
-use crate::counters::AnswerCounters;
-use crate::serving::ServingTable;
+use crate::dns::counters::AnswerCounters;
+use crate::dns::serving::ServingTable;
 
 const TYPES: [&str; 8] = ["A", "AAAA", "CNAME", "TXT", "SOA", "NS", "ANY", "other"];
 const RCODES: [&str; 7] = [
@@ -202,7 +202,7 @@ mod tests {
     use healthroute_admin::metrics::{Collector, DescriptorEncoder};
 
     use super::*;
-    use crate::counters::Tally;
+    use crate::dns::counters::Tally;
 
     /// The metrics alone, without a table.
     #[derive(Debug)]
@@ -276,7 +276,7 @@ mod tests {
         use healthroute_table::{Answer, CompiledGroup, RoutingTable, Selection, Target, Value};
 
         let m = Arc::new(Metrics::new(vec!["example.com.".into()]));
-        let zones = [crate::serving::ZoneConfig {
+        let zones = [crate::dns::serving::ZoneConfig {
             apex: "example.com.".into(),
             default_ttl: 60,
             ..Default::default()
@@ -306,7 +306,7 @@ mod tests {
             Arc::new(ServingTable::build(&routing, &zones, None, &m.answers).expect("builds"))
         };
         let ask = |t: &ServingTable, name: &str, n: usize| {
-            let qname = crate::wire::wire_name(name);
+            let qname = crate::dns::wire::wire_name(name);
             let mut rng = fastrand::Rng::with_seed(3);
             let mut tally = Tally::default();
             for _ in 0..n {

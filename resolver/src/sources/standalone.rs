@@ -27,7 +27,7 @@ use healthroute_api::{PRACTICE_RUN_ANNOTATION, PracticeRunOutcome, ZonalAutoshif
 use healthroute_checker::CheckerEvent;
 
 use crate::error::Error;
-use crate::manifest_dir::{self, ManifestFile};
+use crate::sources::manifest_dir::{self, ManifestFile};
 use healthroute_compiler::autoshift::InvalidConfiguration;
 use healthroute_compiler::manifests::{AppliedKeys, Manifests};
 use healthroute_compiler::{AutoshiftEvent, Compiler, ObjectKey, ServedZones};

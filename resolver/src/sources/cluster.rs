@@ -44,7 +44,7 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 use tokio::sync::{mpsc, watch};
 
-use crate::push::PushMetrics;
+use crate::sources::push::PushMetrics;
 
 /// Follows the published table; sends every complete, consistent table, and each pushed
 /// delta (P12) that follows the table served.

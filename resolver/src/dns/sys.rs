@@ -84,7 +84,7 @@ fn send_chunk(
 /// needed", which anyone can forge) are ignored, so no per-client state builds up.
 ///
 /// This is what RFC 9715 asks of DNS responders, and it costs nothing: replies never exceed
-/// [`crate::wire::MAX_UDP_PAYLOAD`] (1232 bytes, which fits the 1280-byte IPv6 minimum
+/// [`crate::dns::wire::MAX_UDP_PAYLOAD`] (1232 bytes, which fits the 1280-byte IPv6 minimum
 /// MTU with its headers). It is also cheaper: with DF set the kernel leaves the IPv4
 /// identification at 0 instead of hashing the destination into a table of counters shared
 /// by every core (`__ip_select_ident`, 4.4% of the resolver's CPU under load before this).
@@ -165,7 +165,7 @@ mod tests {
             .set_read_timeout(Some(Duration::from_secs(2)))
             .expect("timeout");
         // A full-size reply (the largest the resolver sends) still goes out whole.
-        let reply = vec![7u8; crate::wire::MAX_UDP_PAYLOAD as usize];
+        let reply = vec![7u8; crate::dns::wire::MAX_UDP_PAYLOAD as usize];
         let to = SockaddrStorage::from(client.local_addr().expect("addr"));
         let sent = send_batch(server.as_fd(), &[(&reply, &to)], |i, e| {
             panic!("datagram {i}: {e}")

@@ -22,13 +22,13 @@ use hickory_server::net::runtime::TokioTime;
 use hickory_server::net::xfer::Protocol;
 use hickory_server::server::{Request, RequestHandler, ResponseHandler, ResponseInfo};
 
-use crate::counters::{AnswerCounters, Tally};
-use crate::fastpath::{self, Fast};
-use crate::handler::DnsHandler;
-use crate::metrics::Metrics;
-use crate::serving::{ServingTable, ZoneConfig};
-use crate::state::Shared;
-use crate::wire::{MAX_UDP_PAYLOAD, wire_name};
+use crate::dns::counters::{AnswerCounters, Tally};
+use crate::dns::fastpath::{self, Fast};
+use crate::dns::handler::DnsHandler;
+use crate::dns::metrics::Metrics;
+use crate::dns::serving::{ServingTable, ZoneConfig};
+use crate::dns::state::Shared;
+use crate::dns::wire::{MAX_UDP_PAYLOAD, wire_name};
 
 /// Every policy, a CNAME chain and a loop, an alias, a TXT too large for 512 bytes.
 const ZONE: &str = r#"
@@ -163,7 +163,7 @@ fn full_handler(data: &[u8]) {
         shared: shared().clone(),
     };
     let capture = Capture {
-        limit: crate::udp::client_limit(&request),
+        limit: crate::dns::udp::client_limit(&request),
         ..Capture::default()
     };
     runtime.block_on(handler.handle_request::<_, TokioTime>(&request, capture.clone()));
@@ -218,7 +218,7 @@ impl ResponseHandler for Capture {
             impl Iterator<Item = &'a hickory_proto::rr::Record> + Send + 'a,
         >,
     ) -> Result<ResponseInfo, hickory_server::net::NetError> {
-        let (bytes, info) = crate::udp::emit_udp(response, self.limit);
+        let (bytes, info) = crate::dns::udp::emit_udp(response, self.limit);
         if let Ok(mut slot) = self.sent.lock() {
             *slot = Some(bytes);
         }

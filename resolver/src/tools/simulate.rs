@@ -20,9 +20,9 @@ use healthroute_table::{RecordType, RoutingTable, Value, normalize_name};
 use jiff::Timestamp;
 
 use crate::config::{FileConfig, zones_and_ttl};
-use crate::counters::{AnswerCounters, Tally};
-use crate::serving::{Chain, ChainEnd, Outcome, ServingTable, ZoneConfig};
-use crate::wire::{TYPE_A, TYPE_AAAA, TYPE_CNAME, value_rr, wire_name, wire_type};
+use crate::dns::counters::{AnswerCounters, Tally};
+use crate::dns::serving::{Chain, ChainEnd, Outcome, ServingTable, ZoneConfig};
+use crate::dns::wire::{TYPE_A, TYPE_AAAA, TYPE_CNAME, value_rr, wire_name, wire_type};
 
 /// The checker name the simulator reports its what-if views as.
 const SIMULATOR: &str = "simulator";
@@ -99,7 +99,7 @@ pub struct SimulateArgs {
 pub fn run(args: &SimulateArgs) -> Result<String, Error> {
     let file = FileConfig::load(&args.manifests)?;
     let (zones, ttl) = zones_and_ttl(&args.zones, args.default_ttl, &file)?;
-    let manifests = crate::manifest_dir::load(&args.manifests)?;
+    let manifests = crate::sources::manifest_dir::load(&args.manifests)?;
     run_on(args, zones, ttl, manifests, file.zone_name.clone())
 }
 
@@ -899,7 +899,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::fastpath::{self, Fast};
+    use crate::dns::fastpath::{self, Fast};
 
     const NAMES: [&str; 5] = ["a", "b", "c", "d.e", "f"];
 
@@ -1030,7 +1030,7 @@ mod tests {
 
             let qname = wire_name(&text.to_lowercase());
             let outcome = serving.lookup(&qname, u16::from(qtype), &mut fastrand::Rng::with_seed(seed), &mut Tally::default());
-            let (answers, authority) = crate::handler::records(&serving, &outcome, &question);
+            let (answers, authority) = crate::dns::handler::records(&serving, &outcome, &question);
             // Names compare without case (D3): the fast path compresses against the question.
             let shown = |rs: &[Record]| rs.iter().map(|r| (r.name.to_ascii().to_lowercase(), r.record_type(), value(r).to_lowercase())).collect::<Vec<_>>();
             prop_assert_eq!(shown(&reply.answers), shown(&answers));

@@ -18,9 +18,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use arc_swap::ArcSwapOption;
 use healthroute_admin::metrics::{Collector, DescriptorEncoder, Exposition};
 
-use crate::forward::Forwarder;
-use crate::metrics::Metrics;
-use crate::serving::ServingTable;
+use crate::dns::forward::Forwarder;
+use crate::dns::metrics::Metrics;
+use crate::dns::serving::ServingTable;
 
 /// State shared by every query: the table snapshot, the upstream, the metrics.
 pub struct Shared {

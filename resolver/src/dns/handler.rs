@@ -29,11 +29,11 @@ use hickory_server::proto::serialize::binary::{BinDecodable, BinDecoder};
 use hickory_server::server::{Request, RequestHandler, ResponseHandler, ResponseInfo};
 use hickory_server::zone_handler::{MessageResponse, MessageResponseBuilder};
 
-use crate::counters::Tally;
-use crate::metrics::Metrics;
-use crate::serving::{ApexRecords, Outcome, ServingTable};
-use crate::state::Shared;
-use crate::wire::{MAX_UDP_PAYLOAD, value_rr, wire_name};
+use crate::dns::counters::Tally;
+use crate::dns::metrics::Metrics;
+use crate::dns::serving::{ApexRecords, Outcome, ServingTable};
+use crate::dns::state::Shared;
+use crate::dns::wire::{MAX_UDP_PAYLOAD, value_rr, wire_name};
 
 thread_local! {
     static RNG: RefCell<fastrand::Rng> = RefCell::new(fastrand::Rng::new());
@@ -331,9 +331,9 @@ mod tests {
     use hickory_server::proto::serialize::binary::BinEncoder;
 
     use super::*;
-    use crate::counters::AnswerCounters;
-    use crate::serving::ZoneConfig;
-    use crate::state::ServingCollector;
+    use crate::dns::counters::AnswerCounters;
+    use crate::dns::serving::ZoneConfig;
+    use crate::dns::state::ServingCollector;
 
     /// A responder that encodes the response and drops it.
     #[derive(Clone)]

@@ -176,7 +176,7 @@ pub fn live_resolvers<'a>(
     leases: impl IntoIterator<Item = &'a Lease>,
     now: jiff::Timestamp,
 ) -> (Vec<LiveResolver>, usize) {
-    let default_duration = crate::cluster::CHECKER_LEASE_SECONDS;
+    let default_duration = crate::sources::cluster::CHECKER_LEASE_SECONDS;
     let mut live = Vec::new();
     let mut stale = 0;
     for l in leases {
@@ -573,7 +573,7 @@ pub async fn explain(
             ));
         }
     }
-    let args = crate::simulate::SimulateArgs {
+    let args = crate::tools::simulate::SimulateArgs {
         views,
         manifests: std::path::PathBuf::from(format!("namespace {namespace}")),
         zones,
@@ -594,7 +594,7 @@ pub async fn explain(
         record_type: record_type.into(),
     };
     let served = healthroute_compiler::ServedZones::new(&args.zones)?;
-    crate::simulate::run_on(
+    crate::tools::simulate::run_on(
         &args,
         served,
         healthroute_compiler::DEFAULT_TTL,

@@ -27,10 +27,10 @@ use nix::sys::socket::{MsgFlags, MultiHeaders, SockaddrStorage, recvmmsg};
 use tokio::runtime::Handle;
 use tracing::Instrument;
 
-use crate::counters::Tally;
-use crate::fastpath::{self, Fast};
-use crate::handler::DnsHandler;
-use crate::wire::MAX_UDP_PAYLOAD;
+use crate::dns::counters::Tally;
+use crate::dns::fastpath::{self, Fast};
+use crate::dns::handler::DnsHandler;
+use crate::dns::wire::MAX_UDP_PAYLOAD;
 
 /// Datagrams taken from the socket per `recvmmsg` call (and replies per `sendmmsg`).
 const BATCH: usize = 16;
@@ -126,7 +126,7 @@ pub fn serve(socket: Arc<UdpSocket>, handler: DnsHandler, runtime: Handle, stop:
                 replies.push((&outs[i], src));
             }
         }
-        crate::sys::send_batch(socket.as_fd(), &replies, |i, e| {
+        crate::dns::sys::send_batch(socket.as_fd(), &replies, |i, e| {
             tracing::debug!(error = %e, dst = %replies[i].1, "UDP send failed");
         });
         metrics.record_latency(replies.len() as u64, start.elapsed());

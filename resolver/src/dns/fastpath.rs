@@ -19,9 +19,11 @@
 
 use healthroute_table::Value;
 
-use crate::counters::Tally;
-use crate::serving::{ApexRecords, Outcome, ServedZone, ServingTable};
-use crate::wire::{MAX_UDP_PAYLOAD, TYPE_AXFR, TYPE_CNAME, TYPE_IXFR, TYPE_OPT, push_value_rr};
+use crate::dns::counters::Tally;
+use crate::dns::serving::{ApexRecords, Outcome, ServedZone, ServingTable};
+use crate::dns::wire::{
+    MAX_UDP_PAYLOAD, TYPE_AXFR, TYPE_CNAME, TYPE_IXFR, TYPE_OPT, push_value_rr,
+};
 
 /// The result of [`answer`].
 pub enum Fast {
@@ -341,8 +343,8 @@ mod tests {
     use hickory_server::proto::rr::{Name, RData, RecordType as HType};
 
     use super::*;
-    use crate::counters::AnswerCounters;
-    use crate::serving::{NameServer, ServingTable, ZoneConfig};
+    use crate::dns::counters::AnswerCounters;
+    use crate::dns::serving::{NameServer, ServingTable, ZoneConfig};
 
     fn table() -> ServingTable {
         table_counted(&AnswerCounters::default())
@@ -830,14 +832,14 @@ mod tests {
         );
         assert!(m.additionals.iter().all(|r| r.ttl == 300));
         assert_eq!(m.edns.as_ref().map(|e| e.max_payload()), Some(1232));
-        let qname = crate::wire::wire_name("example.com.");
+        let qname = crate::dns::wire::wire_name("example.com.");
         let outcome = t.lookup(
             &qname,
             u16::from(HType::NS),
             &mut fastrand::Rng::with_seed(1),
             &mut Tally::default(),
         );
-        let glue = crate::handler::additional(&t, &outcome);
+        let glue = crate::dns::handler::additional(&t, &outcome);
         assert_eq!(
             values(&glue),
             values(&m.additionals),
@@ -1065,13 +1067,13 @@ mod tests {
         let m = ask(&served, &query("cdn.example.com.", HType::A, None)).expect("fast");
         assert_eq!(shown(&m.answers), want);
         let outcome = served.lookup(
-            &crate::wire::wire_name("cdn.example.com."),
+            &crate::dns::wire::wire_name("cdn.example.com."),
             HType::A.into(),
             &mut fastrand::Rng::with_seed(1),
             &mut Tally::default(),
         );
         let question = Name::from_ascii("cdn.example.com.").expect("name");
-        let (answers, _) = crate::handler::records(&served, &outcome, &question);
+        let (answers, _) = crate::dns::handler::records(&served, &outcome, &question);
         assert_eq!(shown(&answers), want);
     }
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the real operator and a resolver against a live cluster, as the chart's ServiceAccounts
+# Runs the real operator and two resolvers (one without a checker) against a live cluster, as the chart's ServiceAccounts
 # with the chart's RBAC, with pushed deltas (P12), applies the CRDs and an example, and checks
 # the answers with dig. Skipped (exit 0, with the reason) when
 # HEALTHROUTE_TEST_KUBECONFIG is unset.
@@ -98,11 +98,18 @@ KUBECONFIG="$resolver_kube" target/debug/healthroute-resolver --zone live.exampl
   --checker-allow 127.0.0.0/8 --listen 127.0.0.1:5392 --admin-listen 127.0.0.1:9392 \
   --push-listen 127.0.0.1:9393 --push-key-file "$key" &
 pids+=($!)
+# SEM-P12: a resolver without a checker takes pushes too: its registration Lease (not a
+# checker's) tells the leader its listener.
+KUBECONFIG="$resolver_kube" target/debug/healthroute-resolver --zone live.example --table-namespace "$NS" --checker-name live-no-checker \
+  --no-checker --listen 127.0.0.1:5394 --admin-listen 127.0.0.1:9394 \
+  --push-listen 127.0.0.1:9395 --push-key-file "$key" &
+pids+=($!)
 
-answer() { dig +short +time=1 +tries=1 @127.0.0.1 -p 5392 api.live.example A; }
+# The answer of the resolver on port $1 (default the first one's).
+answer() { dig +short +time=1 +tries=1 @127.0.0.1 -p "${1:-5392}" api.live.example A; }
 wait_answer() {
-  for _ in $(seq 60); do [ "$(answer)" = "$1" ] && return 0; sleep 0.5; done
-  echo "FAIL: expected $1, got '$(answer)'"; kubectl -n "$NS" get rg,hc -o yaml; exit 1
+  for _ in $(seq 60); do [ "$(answer "${2:-}")" = "$1" ] && return 0; sleep 0.5; done
+  echo "FAIL: expected $1, got '$(answer "${2:-}")'"; kubectl -n "$NS" get rg,hc -o yaml; exit 1
 }
 # The TCP server accepts: the primary answers.
 wait_answer 192.0.2.1
@@ -116,6 +123,8 @@ python3 -m http.server --bind 127.0.0.1 "$health_port" >/dev/null 2>&1 &
 pids+=($!)
 wait_answer 192.0.2.1
 echo "after the server came back: $(answer)"
+wait_answer 192.0.2.1 5394
+echo "the resolver without a checker: $(answer 5394)"
 # The changes reached the resolver pushed (served before their ConfigMaps' watch events; a
 # push that loses the race to the watch, as the first one may while a connection opens on a
 # busy machine, is left to it).
@@ -125,6 +134,14 @@ echo "pushed deltas: the operator sent ${sent:-0}, the resolver served ${served:
 [ "${served:-0}" -ge 1 ] || {
   echo "FAIL: no pushed delta was served"
   curl -s http://127.0.0.1:9391/metrics http://127.0.0.1:9392/metrics | grep pushed_deltas
+  exit 1
+}
+kubectl -n "$NS" get lease -l healthroute.io/resolver
+served=$(curl -s http://127.0.0.1:9394/metrics | awk '/^healthroute_resolver_pushed_deltas_total\{result="served"\}/ {print $2}')
+echo "pushed deltas: the resolver without a checker served ${served:-0}"
+[ "${served:-0}" -ge 1 ] || {
+  echo "FAIL: the resolver without a checker served no pushed delta"
+  curl -s http://127.0.0.1:9394/metrics | grep pushed_deltas
   exit 1
 }
 kubectl -n "$NS" get rg,hc

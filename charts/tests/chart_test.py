@@ -401,10 +401,13 @@ def main():
     e = refused({"resolver": {"readinessProbe": {"periodSeconds": 10}}})
     assert "23 or more" in e, e
 
-    no_checker, _ = render({"resolver": {"checker": {"enabled": False}}})
+    # SEM-P12: a resolver without its checker takes pushes too (its registration Lease tells
+    # the leader where).
+    no_checker, _ = render({"resolver": {"checker": {"enabled": False}}, "push": {"existingSecret": "my-push-key"}})
     validate(no_checker)
+    check_push(no_checker, "my-push-key")
     args = find(no_checker, "Deployment", "hr-resolver")["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert not any(a.startswith("--push") for a in args), "no Lease tells where to push: no listener"
+    assert "--no-checker" in args, args
     off, _ = render({"resolver": {"service": {"trafficDistribution": ""}}})
     svc = next(d for _, d in off if d["kind"] == "Service" and d["metadata"]["name"] == "hr-resolver")
     assert "trafficDistribution" not in svc["spec"], svc["spec"]

@@ -4,8 +4,11 @@
 //! ```text
 //!  compile (leader) ──▶ each ZonalAutoshift's shifts (autoshift, practice run), with their status
 //!       mirrors seen (ZonalShifts labelled healthroute.io/engine-shift, owned by a ZonalAutoshift)
-//!                    ──▶ plan: apply the object, apply its status, delete what no engine holds
-//!            ──watch (newest plan only, sent when it differs)──▶ writer task (crate::writes)
+//!                    ──▶ plan: apply the object (a typed ZonalShift) and/or its status, delete
+//!                        what no engine holds ──▶ Handover (only the writes that changed)
+//!            ──▶ WriteQueue ──▶ the one writer (crate::writes) ──▶ SSA / DELETE
+//!  the status re-check (status::Ledger) ──▶ wanted: the same plan against the mirrors as
+//!       watched; what another writer changed or deleted is queued again
 //! ```
 //!
 //! A mirror is a record, never an input: the index keeps it apart from the customers'
@@ -15,70 +18,25 @@
 //! ZonalShift that already holds a mirror's name is left alone: that shift is then shown only
 //! in the configuration's status.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-use kube::api::{Patch, PatchParams};
-use kube::{Api, Client, Resource};
-use serde_json::{Value as Json, json};
-use tokio::sync::watch;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::{Resource, ResourceExt};
 
-use crate::writes::{ObjectWrite, delete_params};
+use crate::index::Index;
+use crate::status::OwnStatus;
+use crate::writes::{Handover, WriteKind, WriteQueue};
 use healthroute_api::{
-    ENGINE_SHIFT_LABEL, EngineShiftStatus, ShiftType, ZonalAutoshift, ZonalShift, ZonalShiftStatus,
-    engine_shift_object_name,
+    ENGINE_SHIFT_LABEL, EngineShiftStatus, ShiftType, ZonalAutoshift, ZonalShift, ZonalShiftSpec,
+    ZonalShiftStatus, engine_shift_object_name,
 };
 use healthroute_compiler::ObjectKey;
 
-/// The field manager of the mirrors (apart from the statuses the status writer sends, so that
-/// `kubectl get --show-managed-fields` tells them apart).
-pub const ENGINE_SHIFT_FIELD_MANAGER: &str = "healthroute-operator/engine-shifts";
+pub use crate::writes::{ENGINE_SHIFT_FIELD_MANAGER, ShiftWrite};
 
 /// The longest `expiresIn` a ZonalShift accepts: an autoshift's mirror says it, as the autoshift
 /// has no expiry of its own (it ends when its zone has stayed healthy for the hold time).
 const AUTOSHIFT_EXPIRES_IN: &str = "72h";
-
-/// One write the writer task sends.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ShiftWrite {
-    /// Server-side apply of the mirror's metadata and spec.
-    Apply { key: ObjectKey, body: Json },
-    /// Server-side apply of the mirror's status (the engine's shift status, AS5).
-    ApplyStatus { key: ObjectKey, body: Json },
-    /// Delete the mirror, only if it is still the object seen (its uid).
-    Delete { key: ObjectKey, uid: Option<String> },
-}
-
-impl ObjectWrite for ShiftWrite {
-    const WHAT: &'static str = "engine shift";
-
-    fn key(&self) -> &ObjectKey {
-        match self {
-            ShiftWrite::Apply { key, .. }
-            | ShiftWrite::ApplyStatus { key, .. }
-            | ShiftWrite::Delete { key, .. } => key,
-        }
-    }
-
-    async fn send(&self, client: &Client) -> Result<(), kube::Error> {
-        let key = self.key();
-        let api: Api<ZonalShift> = Api::namespaced(client.clone(), &key.namespace);
-        let params = PatchParams::apply(ENGINE_SHIFT_FIELD_MANAGER).force();
-        match self {
-            ShiftWrite::Apply { body, .. } => api
-                .patch(&key.name, &params, &Patch::Apply(body))
-                .await
-                .map(|_| ()),
-            ShiftWrite::ApplyStatus { body, .. } => api
-                .patch_status(&key.name, &params, &Patch::Apply(body))
-                .await
-                .map(|_| ()),
-            ShiftWrite::Delete { uid, .. } => api
-                .delete(&key.name, &delete_params(uid.clone()))
-                .await
-                .map(|_| ()),
-        }
-    }
-}
 
 /// One configuration's shifts, as the compiler reports them after a compile.
 pub struct HeldShifts<'a> {
@@ -87,16 +45,16 @@ pub struct HeldShifts<'a> {
 }
 
 /// The writes that bring the mirrors seen (`mirrors`) to the shifts the engines hold
-/// (`held`, by configuration): a missing or changed mirror is applied, its status applied when
-/// it differs, a mirror no engine holds is deleted. `customer` are the customers' ZonalShifts:
-/// a mirror's name one of them holds is not written.
+/// (`held`, by configuration): a missing or changed mirror is applied (compared typed: spec,
+/// label, owner), its status applied when it differs, a mirror no engine holds is deleted.
+/// `customer` are the customers' ZonalShifts: a mirror's name one of them holds is not written.
 pub fn plan(
     held: &BTreeMap<ObjectKey, HeldShifts<'_>>,
     mirrors: &BTreeMap<ObjectKey, ZonalShift>,
     customer: &BTreeMap<ObjectKey, ZonalShift>,
 ) -> Vec<ShiftWrite> {
     let mut writes = Vec::new();
-    let mut wanted = std::collections::BTreeSet::new();
+    let mut wanted = BTreeSet::new();
     for (config_key, h) in held {
         let Some(uid) = h.config.metadata.uid.as_deref() else {
             continue; // not created on the server yet: nothing to own the mirror
@@ -107,18 +65,17 @@ pub fn plan(
                 continue;
             }
             wanted.insert(key.clone());
-            let object = object_body(&key, config_key, uid, h.config, shift);
+            let object = desired_mirror(&key, config_key, uid, h.config, shift);
             let seen = mirrors.get(&key);
-            if seen.is_none_or(|s| !same_object(s, &object)) {
+            let object = seen
+                .is_none_or(|s| !same_object(s, &object))
+                .then_some(object);
+            let status = seen.is_none_or(|s| !same_status(s, &shift.status));
+            if object.is_some() || status {
                 writes.push(ShiftWrite::Apply {
                     key: key.clone(),
-                    body: object,
-                });
-            }
-            if seen.is_none_or(|s| !same_status(s, &shift.status)) {
-                writes.push(ShiftWrite::ApplyStatus {
-                    key: key.clone(),
-                    body: status_body(&key, &shift.status),
+                    object: object.map(Box::new),
+                    status: status.then(|| Box::new(shift.status.clone())),
                 });
             }
         }
@@ -134,15 +91,16 @@ pub fn plan(
     writes
 }
 
-/// The mirror's metadata and spec: the label, the owner, the zone, the configuration's target,
-/// how long it lasts and a comment that says what holds it and what ends it.
-fn object_body(
+/// The mirror as the leader wants it (metadata and spec): the label, the owner, the zone, the
+/// configuration's target, how long it lasts and a comment that says what holds it and what
+/// ends it.
+fn desired_mirror(
     key: &ObjectKey,
     config_key: &ObjectKey,
     uid: &str,
     config: &ZonalAutoshift,
     shift: &EngineShiftStatus,
-) -> Json {
+) -> ZonalShift {
     let config_name = config_key.name.to_string();
     let (expires_in, comment) = match shift.status.shift_type {
         Some(ShiftType::PracticeRun) => (
@@ -159,31 +117,30 @@ fn object_body(
             ),
         ),
     };
-    json!({
-        "apiVersion": ZonalShift::api_version(&()),
-        "kind": ZonalShift::kind(&()),
-        "metadata": {
-            "name": key.name.to_string(),
-            "namespace": key.namespace.to_string(),
-            "labels": {
-                ENGINE_SHIFT_LABEL: config_name,
-                "app.kubernetes.io/managed-by": "healthroute-operator",
-            },
-            "ownerReferences": [{
-                "apiVersion": ZonalAutoshift::api_version(&()),
-                "kind": ZonalAutoshift::kind(&()),
-                "name": config_name,
-                "uid": uid,
-                "controller": true,
-            }],
-        },
-        "spec": {
-            "awayFrom": shift.away_from,
-            "target": config.spec.target,
-            "expiresIn": expires_in,
-            "comment": comment,
-        },
-    })
+    let spec = ZonalShiftSpec {
+        away_from: shift.away_from.clone(),
+        target: config.spec.target.clone(),
+        expires_in,
+        comment: Some(comment),
+        cancel: false,
+    };
+    let mut mirror = ZonalShift::new(&key.name, spec);
+    mirror.metadata.namespace = Some(key.namespace.to_string());
+    let labels = mirror.labels_mut();
+    labels.insert(ENGINE_SHIFT_LABEL.into(), config_name.clone());
+    labels.insert(
+        "app.kubernetes.io/managed-by".into(),
+        "healthroute-operator".into(),
+    );
+    mirror.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: ZonalAutoshift::api_version(&()).into_owned(),
+        kind: ZonalAutoshift::kind(&()).into_owned(),
+        name: config_name,
+        uid: uid.to_owned(),
+        controller: Some(true),
+        ..OwnerReference::default()
+    }]);
+    mirror
 }
 
 /// A practice run's length as a ZonalShift's `expiresIn` (at least the 1m a ZonalShift
@@ -197,91 +154,75 @@ fn practice_expires_in(status: &ZonalShiftStatus) -> String {
     healthroute_api::format_duration(jiff::SignedDuration::from_secs(seconds))
 }
 
-fn status_body(key: &ObjectKey, status: &ZonalShiftStatus) -> Json {
-    json!({
-        "apiVersion": ZonalShift::api_version(&()),
-        "kind": ZonalShift::kind(&()),
-        "metadata": {"name": key.name.to_string()},
-        "status": status,
-    })
-}
-
-/// Whether the mirror seen already says what `object` says (the fields this writer sets;
-/// another manager's fields are not compared: they would make every plan write again).
-fn same_object(seen: &ZonalShift, object: &Json) -> bool {
-    let spec = &object["spec"];
-    let label = object["metadata"]["labels"][ENGINE_SHIFT_LABEL].as_str();
-    let owner_uid = object["metadata"]["ownerReferences"][0]["uid"].as_str();
-    seen.spec.away_from == spec["awayFrom"].as_str().unwrap_or_default()
-        && serde_json::to_value(&seen.spec.target).ok().as_ref() == Some(&spec["target"])
-        && Some(seen.spec.expires_in.as_str()) == spec["expiresIn"].as_str()
-        && seen.spec.comment.as_deref() == spec["comment"].as_str()
+/// Whether the mirror seen already says what `want` says (the fields this writer sets;
+/// another manager's fields, `cancel` among them, are not compared: they would make every
+/// plan write again).
+fn same_object(seen: &ZonalShift, want: &ZonalShift) -> bool {
+    let label = |s: &ZonalShift| s.labels().get(ENGINE_SHIFT_LABEL).cloned();
+    let owner = want.owner_references().first();
+    seen.spec.away_from == want.spec.away_from
+        && seen.spec.target == want.spec.target
+        && seen.spec.expires_in == want.spec.expires_in
+        && seen.spec.comment == want.spec.comment
+        && label(seen) == label(want)
         && seen
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(ENGINE_SHIFT_LABEL))
-            .map(String::as_str)
-            == label
-        && seen
-            .metadata
-            .owner_references
+            .owner_references()
             .iter()
-            .flatten()
-            .any(|o| Some(o.uid.as_str()) == owner_uid && o.controller == Some(true))
+            .any(|o| owner.is_some_and(|w| o.uid == w.uid) && o.controller == Some(true))
 }
 
-/// Whether the status seen is the engine's, compared as the API server keeps it (times to the
-/// second).
+/// Whether the status seen is the engine's, compared as every status the operator writes is
+/// ([`OwnStatus::shown_by`]: the fields it sets, times to the second).
 fn same_status(seen: &ZonalShift, want: &ZonalShiftStatus) -> bool {
-    let as_json = |s: &ZonalShiftStatus| serde_json::to_value(s).ok();
-    seen.status.as_ref().and_then(as_json) == as_json(want)
+    seen.status.as_ref().is_some_and(|seen| want.shown_by(seen))
 }
 
-/// The control loop's side: the channel to the writer, and the last plan sent.
+/// The writes that bring the mirrors as watched to the shifts the engines hold after the
+/// index's last compile.
+pub fn wanted(index: &Index) -> Vec<ShiftWrite> {
+    let compiler = &index.compiler;
+    let held: BTreeMap<ObjectKey, HeldShifts<'_>> = index
+        .autoshifts
+        .iter()
+        .map(|(key, config)| {
+            let shifts = compiler
+                .autoshift_status(key)
+                .map(|s| s.shifts)
+                .unwrap_or_default();
+            (key.clone(), HeldShifts { config, shifts })
+        })
+        .collect();
+    plan(&held, &index.engine_shifts, &index.shifts)
+}
+
+/// The control loop's side: what was last handed to the writer.
 pub struct EngineShifts {
-    plans: watch::Sender<Vec<ShiftWrite>>,
+    queue: WriteQueue,
+    handed: Handover<ShiftWrite>,
 }
 
 impl EngineShifts {
-    pub fn new(plans: watch::Sender<Vec<ShiftWrite>>) -> Self {
-        EngineShifts { plans }
-    }
-
-    /// A follower sends nothing (its plan is emptied).
-    pub fn new_term(&mut self, leading: bool) {
-        if !leading {
-            self.plans.send_if_modified(|p| {
-                let had = !p.is_empty();
-                p.clear();
-                had
-            });
+    /// With the queue of the one writer.
+    pub fn new(queue: WriteQueue) -> Self {
+        EngineShifts {
+            queue,
+            handed: Handover::new(WriteKind::EngineShift),
         }
     }
 
-    /// After a compile of a complete index, as the leader: hands the plan to the writer when
-    /// it differs from the last one.
-    pub fn after_compile(&mut self, index: &crate::index::Index) {
-        let compiler = &index.compiler;
-        let held: BTreeMap<ObjectKey, HeldShifts<'_>> = index
-            .autoshifts
-            .iter()
-            .map(|(key, config)| {
-                let shifts = compiler
-                    .autoshift_status(key)
-                    .map(|s| s.shifts)
-                    .unwrap_or_default();
-                (key.clone(), HeldShifts { config, shifts })
-            })
+    /// A new term plans from scratch (the queue starts it empty); a follower sends nothing.
+    pub fn new_term(&mut self, _leading: bool) {
+        self.handed.clear();
+    }
+
+    /// After a compile of a complete index, as the leader: queues the writes of the plan that
+    /// differ from those last handed over.
+    pub fn after_compile(&mut self, index: &Index) {
+        let plan = wanted(index)
+            .into_iter()
+            .map(|w| (w.key().clone(), w))
             .collect();
-        let writes = plan(&held, &index.engine_shifts, &index.shifts);
-        self.plans.send_if_modified(|p| {
-            let changed = *p != writes;
-            if changed {
-                *p = writes;
-            }
-            changed
-        });
+        self.handed.plan(&self.queue, plan);
     }
 }
 
@@ -290,7 +231,7 @@ mod tests {
     use super::*;
     use healthroute_api::{ShiftState, ZonalAutoshiftSpec};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-    use kube::ResourceExt;
+    use serde_json::json;
 
     fn config(uid: &str) -> ZonalAutoshift {
         let mut a = ZonalAutoshift::new(
@@ -336,14 +277,20 @@ mod tests {
         let mut out: BTreeMap<ObjectKey, ZonalShift> = BTreeMap::new();
         for w in writes {
             match w {
-                ShiftWrite::Apply { key, body } => {
-                    let mut s: ZonalShift = serde_json::from_value(body.clone()).expect("object");
-                    s.metadata.uid = Some(format!("uid-{}", key.name));
-                    out.insert(key.clone(), s);
-                }
-                ShiftWrite::ApplyStatus { key, body } => {
-                    let status = serde_json::from_value(body["status"].clone()).expect("status");
-                    out.get_mut(key).expect("applied first").status = Some(status);
+                ShiftWrite::Apply {
+                    key,
+                    object,
+                    status,
+                } => {
+                    if let Some(object) = object {
+                        let mut s = object.as_ref().clone();
+                        s.metadata.uid = Some(format!("uid-{}", key.name));
+                        out.insert(key.clone(), s);
+                    }
+                    if let Some(status) = status {
+                        let applied = out.get_mut(key).expect("applied first");
+                        applied.status = Some(status.as_ref().clone());
+                    }
                 }
                 ShiftWrite::Delete { key, .. } => {
                     out.remove(key);
@@ -351,6 +298,18 @@ mod tests {
             }
         }
         out
+    }
+
+    /// Whether `write` applies the mirror's status and nothing else.
+    fn status_only(write: &ShiftWrite) -> bool {
+        matches!(
+            write,
+            ShiftWrite::Apply {
+                object: None,
+                status: Some(_),
+                ..
+            }
+        )
     }
 
     // SEM-AS13: every shift an engine holds is a ZonalShift of its type, owned by its
@@ -372,7 +331,43 @@ mod tests {
         );
         let none = BTreeMap::new();
         let writes = plan(&held_now, &none, &none);
-        assert_eq!(writes.len(), 4, "{writes:#?}");
+        assert_eq!(writes.len(), 2, "{writes:#?}");
+        assert!(
+            writes.iter().all(|w| matches!(
+                w,
+                ShiftWrite::Apply {
+                    object: Some(_),
+                    status: Some(_),
+                    ..
+                }
+            )),
+            "each mirror's object, then its status: {writes:#?}"
+        );
+        // The body the JSON-built writer sent, field for field (the same fields owned).
+        let ShiftWrite::Apply {
+            object: Some(first),
+            ..
+        } = &writes[0]
+        else {
+            panic!("an apply: {writes:#?}");
+        };
+        assert_eq!(
+            serde_json::to_value(first.as_ref()).expect("encodes"),
+            json!({
+                "apiVersion": "healthroute.io/v1alpha1", "kind": "ZonalShift",
+                "metadata": {
+                    "name": "app-autoshift", "namespace": "shop",
+                    "labels": {ENGINE_SHIFT_LABEL: "app",
+                               "app.kubernetes.io/managed-by": "healthroute-operator"},
+                    "ownerReferences": [{"apiVersion": "healthroute.io/v1alpha1",
+                        "kind": "ZonalAutoshift", "name": "app", "uid": "u-1", "controller": true}],
+                },
+                "spec": {
+                    "awayFrom": "zone-a", "target": cfg.spec.target, "expiresIn": "72h",
+                    "comment": "autoshift of ZonalAutoshift app: it ends when zone-a has stayed healthy for the hold time",
+                },
+            })
+        );
         let mirrors = as_written(&writes);
         let auto = &mirrors[&ObjectKey::new("shop", "app-autoshift")];
         let practice = &mirrors[&ObjectKey::new("shop", "app-practice-run")];
@@ -404,7 +399,7 @@ mod tests {
         held_now.get_mut(&key).expect("held").shifts[0] = moved;
         let writes = plan(&held_now, &mirrors, &none);
         assert!(
-            matches!(writes.as_slice(), [ShiftWrite::ApplyStatus { key, .. }] if key.name.as_ref() == "app-autoshift"),
+            matches!(writes.as_slice(), [w @ ShiftWrite::Apply { key, .. }] if key.name.as_ref() == "app-autoshift" && status_only(w)),
             "{writes:#?}"
         );
         // The practice run ends: its mirror goes, only that one, by its uid.

@@ -4,12 +4,16 @@
 //!
 //! ```text
 //!  watch RecordGroup, HealthCheck, ZonalShift, ZonalAutoshift, EndpointSlice, Service,
-//!        Node (zone and readiness only), checker Lease
+//!        Node (zone and readiness only), checker Lease (a heartbeat, H7)
 //!      └──▶ Index::apply ──▶ Compiler upsert_* / delete_* / set_heartbeat
 //!                       └──▶ the objects as last seen, cut to what is read (crate::watched):
 //!                            their status, for the status writer; a RecordGroup's spec is
 //!                            the compiler's alone, an EndpointSlice kept as its endpoints
 //! ```
+//!
+//! The resolvers' registrations (the generation each serves, where each takes pushes) are
+//! not compiled: they go to the registry (`registry.rs`), which the control loop feeds
+//! from the same stream; the index takes no [`Input::Resolver`].
 //!
 //! A ZonalAutoshift's engine starts from the status its object shows (the engine's memory
 //! across leaders, AS11); [`Index::resume_autoshifts`] starts every engine again from there,
@@ -17,7 +21,6 @@
 //! a shift also compiles its groups with it.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::Arc;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Service;
@@ -27,14 +30,11 @@ use kube::runtime::watcher;
 
 use crate::node::WatchedNode;
 use crate::watched::{SERVICE_NAME_LABEL, WatchedGroup, lean_metadata};
-use healthroute_api::{
-    CHECKER_LABEL, HealthCheck, RecordGroup, SERVED_GENERATION_ANNOTATION, ZonalAutoshift,
-    ZonalShift,
-};
+use healthroute_api::{CHECKER_LABEL, HealthCheck, RecordGroup, ZonalAutoshift, ZonalShift};
 use healthroute_compiler::manifests::{cluster_ips, endpoints_from_slices, group_input};
 use healthroute_compiler::{
-    AutoshiftInput, CheckInput, CheckerView, Compiler, EndpointInput, NodeInput, ObjectKey,
-    ServedZones, ServiceEndpoints, ShiftInput,
+    AutoshiftInput, CheckInput, Compiler, EndpointInput, NodeInput, ObjectKey, ServedZones,
+    ServiceEndpoints, ShiftInput,
 };
 
 /// One event from one watch.
@@ -46,7 +46,10 @@ pub enum Input {
     Slice(watcher::Event<EndpointSlice>),
     Service(watcher::Event<Service>),
     Node(watcher::Event<WatchedNode>),
+    /// A checker's heartbeat Lease (H7).
     Lease(watcher::Event<Lease>),
+    /// A resolver's registration Lease: the registry's (`registry.rs`), not compiled.
+    Resolver(watcher::Event<Lease>),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -62,16 +65,6 @@ enum Kind {
 }
 
 const KINDS: usize = 8;
-
-/// What a checker's Lease tells the leader.
-#[derive(Debug)]
-struct CheckerLease {
-    /// The table generation its resolver serves (P4).
-    served: Option<u64>,
-    /// Where its resolver takes pushed deltas (P12).
-    push_address: Option<Arc<str>>,
-    renewed: Option<jiff::Timestamp>,
-}
 
 /// The watched world, fed into the compiler. Synchronous: tests drive it without a client.
 pub struct Index {
@@ -96,8 +89,8 @@ pub struct Index {
     /// Sorted; mostly one slice (a `BTreeSet` would allocate a whole node for it).
     slices_of: HashMap<ObjectKey, Vec<ObjectKey>>,
     cluster_ips: BTreeMap<ObjectKey, Vec<std::net::IpAddr>>,
-    /// Checker Leases: what their resolvers tell the leader.
-    leases: BTreeMap<ObjectKey, CheckerLease>,
+    /// Checker Leases seen (their renewals are the compiler's heartbeats).
+    leases: BTreeSet<ObjectKey>,
     /// Keys listed since a watch restarted (Init): the others are gone at InitDone.
     relist: HashMap<Kind, BTreeSet<ObjectKey>>,
     synced: BTreeSet<u8>,
@@ -131,7 +124,7 @@ impl Index {
             slices: BTreeMap::new(),
             slices_of: HashMap::new(),
             cluster_ips: BTreeMap::new(),
-            leases: BTreeMap::new(),
+            leases: BTreeSet::new(),
             relist: HashMap::new(),
             synced: BTreeSet::new(),
         }
@@ -178,6 +171,8 @@ impl Index {
             Input::Lease(e) => {
                 return self.event_read(Kind::Lease, e, Self::upsert_lease, Self::delete_lease);
             }
+            // Not compiled: the registry's (registry.rs).
+            Input::Resolver(_) => return false,
         }
         true
     }
@@ -236,7 +231,7 @@ impl Index {
             Kind::Node => self.nodes.keys().map(|n| ObjectKey::new("", n)).collect(),
             Kind::Slice => self.slices.keys().cloned().collect(),
             Kind::Service => self.cluster_ips.keys().cloned().collect(),
-            Kind::Lease => self.leases.keys().cloned().collect(),
+            Kind::Lease => self.leases.iter().cloned().collect(),
         }
     }
 
@@ -265,17 +260,7 @@ impl Index {
         let status = c.status.clone().unwrap_or_default();
         let mut input = CheckInput::new(c.spec.clone());
         input.last_healthy = status.healthy;
-        input.views = status
-            .checkers
-            .iter()
-            .map(|v| CheckerView {
-                checker: v.name.clone(),
-                zone: v.zone.clone(),
-                healthy: v.healthy,
-                message: v.message.clone(),
-                values: v.values.clone(),
-            })
-            .collect();
+        input.views = status.checker_views().collect();
         // The leader's own Metric-check view lives in memory only (H14): a status event (often
         // the echo of our own write) must not drop it.
         let metric = c.spec.check_type == healthroute_api::CheckType::Metric;
@@ -477,53 +462,12 @@ impl Index {
                 .heartbeat_changes_reachability(&checker, at, jiff::Timestamp::now())
         });
         if let Some(renewed) = renewed {
-            self.compiler.set_heartbeat(checker.clone(), renewed);
+            self.compiler.set_heartbeat(checker, renewed);
         }
-        let served = l
-            .annotations()
-            .get(SERVED_GENERATION_ANNOTATION)
-            .and_then(|g| g.parse().ok());
-        let push_address = l
-            .annotations()
-            .get(healthroute_table::push::ADDRESS_ANNOTATION)
-            .map(|a| Arc::from(a.as_str()));
-        self.leases.insert(
-            key,
-            CheckerLease {
-                served,
-                push_address,
-                renewed,
-            },
-        );
+        self.leases.insert(key);
     }
     fn delete_lease(&mut self, key: &ObjectKey) {
-        self.read_changed |= self.leases.remove(key).is_some();
-    }
-
-    /// The highest table generation any resolver says it serves (on its checker Lease).
-    pub fn highest_served_generation(&self) -> u64 {
-        self.leases
-            .values()
-            .filter_map(|l| l.served)
-            .max()
-            .unwrap_or(0)
-    }
-
-    /// Where the resolvers whose Lease was renewed within its 10 s take pushed deltas (P12),
-    /// in order, each once.
-    pub fn push_addresses(&self, now: jiff::Timestamp) -> Arc<[Arc<str>]> {
-        let mut addresses: Vec<Arc<str>> = self
-            .leases
-            .values()
-            .filter(|l| {
-                l.renewed
-                    .is_some_and(|at| now.duration_since(at) < jiff::SignedDuration::from_secs(10))
-            })
-            .filter_map(|l| l.push_address.clone())
-            .collect();
-        addresses.sort();
-        addresses.dedup();
-        addresses.into()
+        self.read_changed |= self.leases.remove(key);
     }
 }
 
@@ -534,16 +478,13 @@ mod tests {
 
     use super::*;
     use healthroute_api::METRIC_EVALUATOR;
+    use healthroute_compiler::CheckerView;
 
-    fn checker_lease(name: &str, renewed: &str, address: Option<&str>) -> Lease {
-        let mut annotations = json!({SERVED_GENERATION_ANNOTATION: "7"});
-        if let Some(address) = address {
-            annotations[healthroute_table::push::ADDRESS_ANNOTATION] = json!(address);
-        }
+    fn checker_lease(name: &str, renewed: &str) -> Lease {
         serde_json::from_value(json!({
             "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
             "metadata": {"name": format!("healthroute-checker-{name}"), "namespace": "healthroute",
-                         "labels": {CHECKER_LABEL: name}, "annotations": annotations},
+                         "labels": {CHECKER_LABEL: name}},
             "spec": {"holderIdentity": name, "renewTime": renewed}
         }))
         .expect("valid")
@@ -558,7 +499,7 @@ mod tests {
         index.apply(Input::Check(Event::Apply(check("TCP"))));
         let now = jiff::Timestamp::now();
         let at = |t: jiff::Timestamp| t.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string();
-        let renewal = |t| Input::Lease(Event::Apply(checker_lease("a", &at(t), None)));
+        let renewal = |t| Input::Lease(Event::Apply(checker_lease("a", &at(t))));
         assert!(index.apply_changed(renewal(now)), "a new checker");
         index.compiler.compile(now);
         assert!(!index.apply_changed(renewal(now)), "a renewal");
@@ -568,13 +509,7 @@ mod tests {
             .compiler
             .compile(now + jiff::SignedDuration::from_secs(600));
         assert!(index.apply_changed(renewal(now)), "reachable again");
-        assert!(
-            index.apply_changed(Input::Lease(Event::Delete(checker_lease(
-                "a",
-                &at(now),
-                None
-            ))))
-        );
+        assert!(index.apply_changed(Input::Lease(Event::Delete(checker_lease("a", &at(now))))));
     }
 
     // SEM-P5: a RecordGroup event that changes only its status (the leader's own status
@@ -637,30 +572,6 @@ mod tests {
             index.apply_changed(Input::Group(Event::Delete(g))),
             "deleted"
         );
-    }
-
-    // SEM-P12: deltas are pushed to the address each resolver advertises on its checker
-    // Lease, while that Lease is renewed (within its 10 s): a resolver gone stops being
-    // pushed to, and one that advertises nothing is never pushed to.
-    #[test]
-    fn deltas_are_pushed_to_the_resolvers_whose_lease_is_live() {
-        let mut index = Index::new(ServedZones::new(["example.com"]).expect("zone"), 60);
-        let now: jiff::Timestamp = "2026-01-01T00:01:00Z".parse().expect("time");
-        for lease in [
-            checker_lease("a", "2026-01-01T00:00:59.000000Z", Some("10.0.0.1:8055")),
-            checker_lease("b", "2026-01-01T00:00:55.000000Z", Some("10.0.0.2:8055")),
-            checker_lease("gone", "2026-01-01T00:00:30.000000Z", Some("10.0.0.3:8055")),
-            checker_lease("none", "2026-01-01T00:00:59.000000Z", None),
-        ] {
-            index.apply(Input::Lease(Event::Apply(lease)));
-        }
-        let to: Vec<String> = index
-            .push_addresses(now)
-            .iter()
-            .map(|a| a.to_string())
-            .collect();
-        assert_eq!(to, ["10.0.0.1:8055", "10.0.0.2:8055"]);
-        assert_eq!(index.highest_served_generation(), 7);
     }
 
     fn check(check_type: &str) -> HealthCheck {

@@ -1,10 +1,13 @@
 //! healthroute's control plane, the operator: it watches the cluster's objects into the
 //! compiler ([`index`], [`controller`]), and as the elected leader ([`leader`]) publishes the
-//! compiled table ([`publish`]), writes every status and Event ([`status`]), creates the
-//! Peer checks that peer sources need ([`peers`]) and evaluates the Metric checks. Zonal
-//! autoshift runs in the compiler; the operator feeds it ZonalAutoshifts and Nodes ([`node`])
-//! and writes what it decides (its status is the engine's memory across leaders). Each
-//! component's numbers are in [`metrics`]; whether the replica is ready, in [`readiness`].
+//! compiled table ([`publish`]) to the resolvers that registered ([`registry`]), writes every
+//! status and Event ([`status`]), creates the Peer checks that peer sources need ([`peers`])
+//! and evaluates the Metric checks. Zonal autoshift runs in the compiler; the operator feeds it
+//! ZonalAutoshifts and Nodes ([`node`]) and writes what it decides (its status is the engine's
+//! memory across leaders; its shifts are mirrored as ZonalShifts, [`engine_shifts`]). One
+//! leader-gated writer sends all of these ([`writes`]), typed up to the request. Each
+//! component's numbers are in [`metrics`]; whether the replica is ready, in [`readiness`]; the
+//! flags, resolved once, in [`settings`].
 //!
 //! The API types, the compiler and the checker are crates of their own
 //! (`healthroute-api`, `healthroute-compiler`, `healthroute-checker`), shared with the
@@ -25,6 +28,8 @@ pub mod publish;
 pub mod push;
 pub mod rbac;
 pub mod readiness;
+pub mod registry;
+pub mod settings;
 pub mod status;
 pub mod uninstall;
 pub mod watched;

@@ -14,11 +14,11 @@
 //! `blockOwnerDeletion` (that would need rights on the account's finalizers, and nothing
 //! waits for these objects to go).
 
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, Resource, ResourceExt};
-use serde_json::json;
 
 /// The field manager of the leader Lease's `ownerReferences` (the election owns its spec).
 pub const OWNER_FIELD_MANAGER: &str = "healthroute-operator/owner";
@@ -66,25 +66,53 @@ pub async fn adopt_lease(
     name: &str,
     owner: &OwnerReference,
 ) -> Result<(), kube::Error> {
-    let api: Api<k8s_openapi::api::coordination::v1::Lease> =
-        Api::namespaced(client.clone(), namespace);
-    let body = json!({
-        "apiVersion": "coordination.k8s.io/v1",
-        "kind": "Lease",
-        "metadata": {"name": name, "ownerReferences": [owner]},
-    });
+    let api: Api<Lease> = Api::namespaced(client.clone(), namespace);
     api.patch(
         name,
         &PatchParams::apply(OWNER_FIELD_MANAGER).force(),
-        &Patch::Apply(body),
+        &Patch::Apply(owner_only(name, owner)),
     )
     .await
     .map(|_| ())
 }
 
+/// The Lease `name` with `owner` and nothing else (no spec): the body of [`adopt_lease`].
+fn owner_only(name: &str, owner: &OwnerReference) -> Lease {
+    Lease {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            owner_references: Some(vec![owner.clone()]),
+            ..ObjectMeta::default()
+        },
+        spec: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
+
+    // SEM-P13: the Lease's adoption claims its owner and nothing of the election's.
+    #[test]
+    fn a_lease_is_adopted_by_its_owner_alone() {
+        let owner = OwnerReference {
+            api_version: "v1".into(),
+            kind: "ServiceAccount".into(),
+            name: "hr-operator".into(),
+            uid: "uid-sa".into(),
+            ..OwnerReference::default()
+        };
+        assert_eq!(
+            serde_json::to_value(owner_only("healthroute-operator", &owner)).expect("json"),
+            json!({
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": "healthroute-operator", "ownerReferences": [owner]},
+            })
+        );
+    }
 
     // SEM-P13: the reference names the account by its uid, as a plain owner: not a controller,
     // and blocking nothing.

@@ -121,8 +121,9 @@ pub const OPERATOR: &[Access] = &[
         ],
         cluster: false,
     },
-    // delete: `uninstall` (P13) deletes the leader Lease and the checker Leases of pods that
-    // are gone.
+    // watch: the checker Leases (H7) and the resolvers' registrations (P4, P12). delete:
+    // `uninstall` (P13) deletes the leader Lease, and the checker Leases and registrations of
+    // pods that are gone.
     Access {
         api_group: "coordination.k8s.io",
         resource: "leases",
@@ -174,6 +175,8 @@ pub const RESOLVER: &[Access] = &[
         verbs: &["patch"],
         cluster: true,
     },
+    // Its own registration and its checker's heartbeat, applied, and deleted after the drain
+    // (P9).
     Access {
         api_group: "coordination.k8s.io",
         resource: "leases",
@@ -184,5 +187,14 @@ pub const RESOLVER: &[Access] = &[
 
 /// Both lists as JSON, for the chart test.
 pub fn as_json() -> String {
-    serde_json::json!({ "operator": OPERATOR, "resolver": RESOLVER }).to_string()
+    #[derive(Serialize)]
+    struct Both {
+        operator: &'static [Access],
+        resolver: &'static [Access],
+    }
+    let both = Both {
+        operator: OPERATOR,
+        resolver: RESOLVER,
+    };
+    serde_json::to_string(&both).expect("static rules serialize")
 }

@@ -11,7 +11,7 @@
 //!      HealthChecks the operator derived (label healthroute.io/peer-check=true)   ──▶ DELETE
 //!      ZonalShifts that mirror engine shifts (the label, a ZonalAutoshift controls) ──▶ DELETE
 //!      RecordGroups, a page at a time ──▶ status::record_group_not_served
-//!                                     ──▶ StatusQueue ──▶ the status writer (as the leader's)
+//!                                     ──▶ WriteQueue ──▶ the one writer (as the leader's)
 //!      the table's ConfigMaps, the leader Lease, checker Leases past their expiry  ──▶ DELETE
 //! ```
 //!
@@ -28,12 +28,12 @@
 
 use std::fmt;
 use std::future::Future;
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
 use healthroute_api::{CHECKER_LABEL, ENGINE_SHIFT_LABEL, HealthCheck, RecordGroup, ZonalShift};
 use healthroute_compiler::ObjectKey;
+use healthroute_table::contract::RESOLVER_LABEL;
 use healthroute_table::published::TABLE_LABEL;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -42,16 +42,15 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
-use serde_json::json;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::error::Error;
-use crate::metrics::StatusMetrics;
+use crate::metrics::WriteMetrics;
 use crate::peers::{PEER_CHECK_LABEL, is_operators};
-use crate::status::{self, Status, StatusQueue, StatusUpdate, WriterConfig};
-use crate::writes::delete_params;
+use crate::status::Status;
+use crate::writes::{self, StatusUpdate, WriteQueue, WriterConfig, delete_params};
 
 /// The field manager of the operator's scale-down.
 pub const UNINSTALL_FIELD_MANAGER: &str = "healthroute-operator/uninstall";
@@ -216,16 +215,16 @@ pub async fn run(client: Client, settings: &Settings) -> Result<Report, Error> {
         ..Report::default()
     };
 
-    // The status writer as the leader runs it, leading throughout.
-    let queue = StatusQueue::default();
+    // The writer as the leader runs it, leading throughout (statuses only).
+    let queue = WriteQueue::default();
     let (_leading, leader) = watch::channel(true);
     let (stop_writer, stop) = watch::channel(false);
     let writer = tokio::spawn(
-        status::run_writer(
+        writes::run(
             client.clone(),
             queue.clone(),
             leader,
-            Arc::new(StatusMetrics::default()),
+            WriteMetrics::default(),
             WriterConfig {
                 concurrency: IN_FLIGHT,
                 timeout: REQUEST_TIMEOUT,
@@ -233,7 +232,7 @@ pub async fn run(client: Client, settings: &Settings) -> Result<Report, Error> {
             },
             stop,
         )
-        .instrument(tracing::info_span!("status_writer")),
+        .instrument(tracing::info_span!("writer")),
     );
     let uninstall = Uninstall {
         client,
@@ -297,7 +296,7 @@ async fn stop_operator(
                     field_manager: Some(UNINSTALL_FIELD_MANAGER.into()),
                     ..PatchParams::default()
                 };
-                let zero = Patch::Merge(json!({"spec": {"replicas": 0}}));
+                let zero = Patch::Merge(NoReplicas::default());
                 request(&what, deployments.patch_scale(name, &params, &zero)).await?;
                 tracing::info!(deployment = %name, from = replicas, "the operator scaled to 0: no replica writes from now on");
             }
@@ -371,10 +370,21 @@ async fn request<T>(
     }
 }
 
+/// The body of the scale-down, `{"spec": {"replicas": 0}}`: only the replicas, merged.
+#[derive(Debug, Default, serde::Serialize)]
+struct NoReplicas {
+    spec: ReplicasSpec,
+}
+
+#[derive(Debug, Default, serde::Serialize)]
+struct ReplicasSpec {
+    replicas: u32,
+}
+
 struct Uninstall<'a> {
     client: Client,
     settings: &'a Settings,
-    queue: StatusQueue,
+    queue: WriteQueue,
     deadline: Instant,
 }
 
@@ -420,9 +430,12 @@ impl Uninstall<'_> {
         pass.groups_marked = self.mark_groups(now).await?;
         let table: Vec<ConfigMap> = list(&self.released(), TABLE_LABEL).await?;
         pass.table_configmaps = self.delete(table).await?;
+        // A resolver's registration (healthroute_table::contract) goes as its checker's Lease.
+        let registrations: Vec<Lease> = list(&self.released(), RESOLVER_LABEL).await?;
         let (gone, live): (Vec<Lease>, Vec<Lease>) = list(&self.released(), CHECKER_LABEL)
             .await?
             .into_iter()
+            .chain(registrations)
             .partition(|l| lease_expired(l, now));
         pass.live_checker_leases = live.len();
         // The leader Lease goes once no replica could take it again (the operator stopped).
@@ -458,9 +471,9 @@ impl Uninstall<'_> {
             };
             for group in &page.items {
                 let old = group.status.as_ref();
-                let new = status::record_group_not_served(
+                let new = crate::status::record_group_not_served(
                     old,
-                    status::UNINSTALLED,
+                    crate::status::UNINSTALLED,
                     group.metadata.generation,
                     now,
                 );
@@ -584,6 +597,8 @@ pub async fn main(settings: Settings) -> Result<(), Error> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn lease(holder: Option<&str>, renewed: Option<&str>, seconds: Option<i32>) -> Lease {

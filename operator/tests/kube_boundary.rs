@@ -8,7 +8,8 @@ use healthroute_api::{HealthCheckStatus, RecordGroup, RecordGroupStatus, ZonalSh
 use healthroute_compiler::ServedZones;
 use healthroute_operator::controller::{Index, Input};
 use healthroute_operator::publish::{Publisher, TABLE_NAME};
-use healthroute_operator::status::{self, Status, StatusQueue, StatusUpdate, WriterConfig};
+use healthroute_operator::status::Status;
+use healthroute_operator::writes::{self, StatusUpdate, WriteQueue, WriterConfig};
 use healthroute_table::published::{Assembler, DATA_KEY};
 use healthroute_table::{RoutingTable, Value};
 use http::{Request, Response};
@@ -374,7 +375,7 @@ fn index_follows_watch_events() {
 #[tokio::test]
 async fn each_status_is_applied_to_its_kinds_resource() {
     let (client, mut handle) = mock();
-    let queue = StatusQueue::default();
+    let queue = WriteQueue::default();
     let key = healthroute_compiler::ObjectKey::new("shop", "x");
     for status in [
         Status::HealthCheck(HealthCheckStatus {
@@ -409,7 +410,7 @@ async fn each_status_is_applied_to_its_kinds_resource() {
         concurrency: 1,
         ..WriterConfig::default()
     };
-    let writer = tokio::spawn(status::run_writer(
+    let writer = tokio::spawn(writes::run(
         client,
         queue,
         leader,

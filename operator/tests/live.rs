@@ -719,7 +719,7 @@ async fn live_the_leader_evaluates_metric_checks() {
             .is_some_and(|s| {
                 s.healthy == Some(false)
                     && s.metric.as_ref().is_some_and(|m| {
-                        m.state == "ALARM" && m.value.as_deref() == Some("1 sample, 0.5")
+                        m.state.as_str() == "ALARM" && m.value.as_deref() == Some("1 sample, 0.5")
                     })
             })
     })

@@ -418,7 +418,12 @@ async fn live_a_peer_cluster_answers_while_the_primary_is_down() {
             .is_some_and(|c| {
                 c.status.is_some_and(|s| {
                     s.checkers.iter().any(|v| {
-                        v.name == checker && v.healthy && v.values == [format!("A {B_VALUE}")]
+                        v.name == checker
+                            && v.healthy
+                            && v.values
+                                .iter()
+                                .map(ToString::to_string)
+                                .eq([format!("A {B_VALUE}")])
                     })
                 })
             })

@@ -99,6 +99,12 @@ pub enum Error {
     CalculatedUnhealthy(String),
     #[error("--peer {0}: write CLUSTER/NAMESPACE/NAME=VALUE[,VALUE...]")]
     PeerForm(String),
+    #[error("--peer {wanted}: {source}")]
+    PeerValue {
+        wanted: String,
+        #[source]
+        source: healthroute_table::Error,
+    },
     #[error("{flag} {name}: no record in the directory has that peer source")]
     NoSuchPeerSource { flag: &'static str, name: String },
     #[error("--alarm {0}: write NAME=ok, NAME=alarm or NAME=nodata")]

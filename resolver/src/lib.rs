@@ -9,6 +9,7 @@
 //!   tools/     what runs beside a server, never in it: the simulator, the kubectl plugin,
 //!              the fuzz targets' checks
 //!   config     healthroute.yaml, validated
+//!   settings   the flags and healthroute.yaml resolved into one validated value, for main
 //!   server     wires a source, the DNS path and the admin endpoint into one process
 //! ```
 //!
@@ -20,6 +21,7 @@ pub mod config;
 pub mod dns;
 pub mod error;
 pub mod server;
+pub mod settings;
 pub mod sources;
 #[cfg(test)]
 mod test_log;

@@ -1101,7 +1101,7 @@ fn run_reported(case: &Case) -> Result<String, String> {
             let read = |f: &str| std::fs::read_to_string(prepared.dir.join(f)).unwrap_or_default();
             let again = match case.origin {
                 Origin::Generated { seed, index } => format!(
-                    "Run it again: HEALTHROUTE_E2E_SEED={seed} HEALTHROUTE_E2E_CASE={index} cargo test -p healthroute-resolver --test e2e generated\n"
+                    "Run it again: HEALTHROUTE_E2E_SEED={seed} HEALTHROUTE_E2E_CASE={index} cargo test -p healthroute-e2e generated\n"
                 ),
                 Origin::Named(_) => String::new(),
             };

@@ -323,7 +323,11 @@ fn a_secret_changed_in_both_clusters_refuses_no_exchange() {
 
     // Both listeners take the new secret, and the old one while the change goes on; the
     // answers are signed with the secret that asked.
-    let www = |c: &Cluster| Ok(PeerAnswer::Healthy(vec![PeerValue::new("A", c.www)]));
+    let www = |c: &Cluster| {
+        Ok(PeerAnswer::Healthy(vec![
+            PeerValue::parse("A", c.www).expect("an IPv4 address"),
+        ]))
+    };
     for cluster in [&east, &west] {
         assert_eq!(
             ask(cluster, AFTER),

@@ -502,7 +502,9 @@ fn wrong_keys_are_refused_and_said() {
     let (m, read) = ask_exchange(west_x, &ring(&[SHARED]), false);
     assert_eq!(
         read,
-        Ok(PeerAnswer::Healthy(vec![PeerValue::new("A", WEST_WWW)]))
+        Ok(PeerAnswer::Healthy(vec![
+            PeerValue::parse("A", WEST_WWW).expect("an IPv4 address")
+        ]))
     );
     assert_eq!(tsig_of(&m), Some((SHARED.0.to_owned(), None)));
 
@@ -555,7 +557,9 @@ fn key_rotation_without_an_outage() {
         &west_manifests(&west_web),
     );
     let west = Resolver::start(&west_dir, &[]);
-    let healthy = Ok(PeerAnswer::Healthy(vec![PeerValue::new("A", WEST_WWW)]));
+    let healthy = Ok(PeerAnswer::Healthy(vec![
+        PeerValue::parse("A", WEST_WWW).expect("an IPv4 address"),
+    ]));
     for keys in [&[SHARED][..], &[NEW], &[NEW, SHARED]] {
         let (m, read) = ask_exchange(west_x, &ring(keys), false);
         assert_eq!(read, healthy, "signed with {}", keys[0].0);

@@ -16,7 +16,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use crate::support::{Resolver, eventually, free_port, http_get, repo, resolver, temp_dir};
+use crate::support::{
+    Resolver, eventually, free_port, http_get, repo, resolver, resolver_binary, temp_dir,
+};
 
 /// The secret, decoded: no output may hold it.
 const DECODED: &str = "healthroute-test-secret-do-not-print";
@@ -394,7 +396,7 @@ fn simulate_never_shows_the_secret() {
 /// healthroute-operator`, or `cargo test --workspace`, puts it there); `None`, said on
 /// stderr, when it is missing or older than a file of operator/src.
 fn operator() -> Option<Command> {
-    let path = Path::new(env!("CARGO_BIN_EXE_healthroute-resolver")).with_file_name(format!(
+    let path = resolver_binary().with_file_name(format!(
         "healthroute-operator{}",
         std::env::consts::EXE_SUFFIX
     ));

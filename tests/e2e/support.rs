@@ -1,16 +1,55 @@
 //! Helpers shared by the end-to-end tests.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 
-/// The repository root.
+/// The repository root (this package is tests/e2e).
 pub fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// The resolver binary that Cargo built for this test run.
+/// The resolver binary of this source tree, in a command.
 pub fn resolver() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_healthroute-resolver"))
+    Command::new(resolver_binary())
+}
+
+/// The path of the resolver binary of this source tree, built by the first call of this run
+/// (tests/e2e/Cargo.toml says why): `cargo build -p healthroute-resolver --bins` into the
+/// target directory and profile this test binary was built in (`<target>/<profile dir>/deps/
+/// e2e-<hash>`), which makes `<target>/<profile dir>/healthroute-resolver`. Panics, with
+/// Cargo's errors on stderr, when the build fails.
+pub fn resolver_binary() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let test = std::env::current_exe().expect("the test binary's path");
+        let profile_dir = test
+            .parent()
+            .and_then(Path::parent)
+            .expect("the test binary in <target>/<profile>/deps");
+        let target_dir = profile_dir.parent().expect("a target directory");
+        // The dev profile builds into debug/; every other profile into a folder of its name.
+        let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+            Some("debug") | None => "dev",
+            Some(name) => name,
+        };
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
+        let built = Command::new(cargo)
+            .args(["build", "--quiet", "-p", "healthroute-resolver", "--bins"])
+            .args(["--profile", profile, "--target-dir"])
+            .arg(target_dir)
+            .current_dir(repo())
+            .status()
+            .expect("runs cargo build");
+        assert!(
+            built.success(),
+            "cargo build -p healthroute-resolver failed: {built}"
+        );
+        profile_dir.join(format!(
+            "healthroute-resolver{}",
+            std::env::consts::EXE_SUFFIX
+        ))
+    })
 }
 
 /// Runs `healthroute-resolver simulate` on an example directory; returns stdout, or panics

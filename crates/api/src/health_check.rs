@@ -5,6 +5,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
+use crate::{CheckerView, PeerValue};
+
 /// A periodic probe of an endpoint (HTTP, HTTPS, TCP) or a calculation over other checks.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
@@ -119,9 +121,10 @@ pub struct PeerTarget {
 }
 
 impl PeerTarget {
-    /// The peer group's namespace and name (the CRD's rule makes the split exist).
-    pub fn group(&self) -> Option<(&str, &str)> {
-        self.record_group.split_once('/')
+    /// The peer group's key in the peer cluster (the CRD's rule makes it one), read as a
+    /// table's group key is.
+    pub fn group(&self) -> Option<crate::ObjectKey> {
+        crate::ObjectKey::parse_group_key(&self.record_group)
     }
 
     /// The name of the HealthCheck that asks this peer for a namespace's records (X4):
@@ -303,7 +306,9 @@ pub struct HealthCheckStatus {
 #[serde(rename_all = "camelCase")]
 pub struct MetricStatus {
     /// `OK`, `ALARM` or `INSUFFICIENT_DATA`.
-    pub state: String,
+    // The schema stays a plain string, as the CRD has always had it.
+    #[schemars(with = "String")]
+    pub state: MetricState,
     /// The samples, in words: "no samples", "2 samples, first 0.07".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<String>,
@@ -329,6 +334,167 @@ pub struct CheckerStatus {
     pub message: Option<String>,
     /// Type Peer: the values the peer last answered as healthy (`TYPE value`), kept while
     /// it fails so that a last resort has them (X3, X9).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub values: Vec<String>,
+    // Read leniently: an entry that does not parse is left out (the compiler never used one);
+    // the schema stays a list of strings, the form the CRD has always had.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "healthroute_table::peer_value::deserialize_lenient"
+    )]
+    #[schemars(with = "Vec<String>")]
+    pub values: Vec<PeerValue>,
+}
+
+/// What a Metric check's last evaluation found (H13, H14); its text (`OK`, `ALARM`,
+/// `INSUFFICIENT_DATA`) is what `status.metric.state` and the evaluator's view hold.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MetricState {
+    /// The query returned an empty vector: healthy.
+    #[serde(rename = "OK")]
+    Ok,
+    /// The query returned samples: unhealthy.
+    #[serde(rename = "ALARM")]
+    Alarm,
+    /// No data (a query error, a timeout, Prometheus unreachable): what
+    /// `insufficientDataHealthStatus` says.
+    #[serde(rename = "INSUFFICIENT_DATA")]
+    InsufficientData,
+}
+
+impl MetricState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MetricState::Ok => "OK",
+            MetricState::Alarm => "ALARM",
+            MetricState::InsufficientData => "INSUFFICIENT_DATA",
+        }
+    }
+
+    /// The health this evaluation says by itself: `None` without data.
+    pub fn healthy(self) -> Option<bool> {
+        match self {
+            MetricState::Ok => Some(true),
+            MetricState::Alarm => Some(false),
+            MetricState::InsufficientData => None,
+        }
+    }
+
+    /// What an evaluation in this state counts as (H13): healthy, unhealthy, or, without
+    /// data, what `insufficient` says (`None`: no observation, the view stays as it was).
+    pub fn observation(self, insufficient: InsufficientDataHealthStatus) -> Option<bool> {
+        self.healthy().or(match insufficient {
+            InsufficientDataHealthStatus::Healthy => Some(true),
+            InsufficientDataHealthStatus::Unhealthy => Some(false),
+            InsufficientDataHealthStatus::LastKnownStatus => None,
+        })
+    }
+}
+
+impl std::fmt::Display for MetricState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for MetricState {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        [
+            MetricState::Ok,
+            MetricState::Alarm,
+            MetricState::InsufficientData,
+        ]
+        .into_iter()
+        .find(|state| state.as_str() == s)
+        .ok_or_else(|| crate::Error::NotAMetricState(s.to_owned()))
+    }
+}
+
+impl From<&CheckerStatus> for CheckerView {
+    fn from(status: &CheckerStatus) -> Self {
+        CheckerView {
+            checker: status.name.clone(),
+            zone: status.zone.clone(),
+            healthy: status.healthy,
+            message: status.message.clone(),
+            values: status.values.clone(),
+        }
+    }
+}
+
+impl HealthCheckStatus {
+    /// Each checker's view as the status holds it: what the compiler reads of a check that
+    /// the operator (at start, or on a status change) or the plugin finds in the cluster.
+    pub fn checker_views(&self) -> impl Iterator<Item = CheckerView> + '_ {
+        self.checkers.iter().map(CheckerView::from)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // SEM-H14: a Metric check's state reads back as it is written, and text that is no state
+    // is refused, naming the states.
+    #[test]
+    fn metric_states_round_trip_and_others_are_refused() {
+        for state in [
+            MetricState::Ok,
+            MetricState::Alarm,
+            MetricState::InsufficientData,
+        ] {
+            assert_eq!(state.as_str().parse::<MetricState>(), Ok(state));
+            let json = serde_json::to_value(state).ok();
+            assert_eq!(json, Some(serde_json::Value::from(state.as_str())));
+        }
+        // H13: without data, the check's insufficient-data setting decides.
+        use InsufficientDataHealthStatus as Nodata;
+        for (state, nodata, counts) in [
+            (MetricState::Ok, Nodata::Unhealthy, Some(true)),
+            (MetricState::Alarm, Nodata::Healthy, Some(false)),
+            (MetricState::InsufficientData, Nodata::Healthy, Some(true)),
+            (
+                MetricState::InsufficientData,
+                Nodata::Unhealthy,
+                Some(false),
+            ),
+            (MetricState::InsufficientData, Nodata::LastKnownStatus, None),
+        ] {
+            assert_eq!(state.observation(nodata), counts, "{state} {nodata:?}");
+        }
+        let err = "Alarm".parse::<MetricState>().err().map(|e| e.to_string());
+        assert_eq!(
+            err.as_deref(),
+            Some("\"Alarm\" is not a Metric state (OK, ALARM, INSUFFICIENT_DATA)")
+        );
+    }
+
+    // SEM-X9: a checker's status entry reads back into its view, values typed; an entry an
+    // older or broken writer left unreadable is skipped, the others kept.
+    #[test]
+    fn a_status_reads_back_into_checker_views() -> Result<(), serde_json::Error> {
+        let status: HealthCheckStatus = serde_json::from_value(serde_json::json!({
+            "checkers": [{
+                "name": "zone-a",
+                "zone": "a",
+                "healthy": true,
+                "message": "1 healthy value from 127.0.0.1:5454",
+                "values": ["A 192.0.2.1", "garbage", "TXT \"v=spf1 -all\""]
+            }],
+            "metric": {"state": "ALARM", "value": "1 sample, 1"}
+        }))?;
+        let views: Vec<CheckerView> = status.checker_views().collect();
+        assert_eq!(views.len(), 1);
+        assert_eq!(views[0].checker, "zone-a");
+        let values: Vec<String> = views[0].values.iter().map(|v| v.to_string()).collect();
+        assert_eq!(values, ["A 192.0.2.1", "TXT \"v=spf1 -all\""]);
+        assert_eq!(status.metric.map(|m| m.state), Some(MetricState::Alarm));
+        // Written back, the values are the same strings.
+        let written = serde_json::to_value(&status.checkers[0])?;
+        assert_eq!(
+            written["values"],
+            serde_json::json!(["A 192.0.2.1", "TXT \"v=spf1 -all\""])
+        );
+        Ok(())
+    }
 }

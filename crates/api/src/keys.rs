@@ -1,10 +1,14 @@
 //! `namespace/name`: the one key type for objects, groups included, in both planes.
 //!
 //! A key's text form (its `Display`) is also the wire form of a group's key in a published
-//! table (the table's `GroupKey`); [`ObjectKey::parse_group_key`] reads it back.
+//! table (the table's `GroupKey`). Every group key is made by [`ObjectKey::group_key`] and read
+//! back by [`ObjectKey::parse_group_key`], in both planes: nothing else writes `namespace/name`
+//! into a table or splits one apart.
 
 use std::fmt;
 use std::sync::Arc;
+
+use healthroute_table::GroupKey;
 
 /// `namespace/name` of an object. The compiler keeps a key in several maps and indexes; the
 /// parts are shared (`Arc<str>`), so a copy of a key allocates nothing.
@@ -27,6 +31,12 @@ impl ObjectKey {
             namespace: self.namespace.clone(),
             name: name.into(),
         }
+    }
+
+    /// The table's key of this group: `namespace/name`, the wire form of a published table's
+    /// keys (a group's, an alias's target), which [`ObjectKey::parse_group_key`] reads back.
+    pub fn group_key(&self) -> GroupKey {
+        self.to_string().into()
     }
 
     /// The key written as `namespace/name` (a table's `GroupKey`, this type's `Display`): the
@@ -54,7 +64,8 @@ mod tests {
     fn a_group_key_parses_back_to_the_key_it_displays() {
         let key = ObjectKey::new("shop", "web");
         assert_eq!(key.to_string(), "shop/web");
-        assert_eq!(ObjectKey::parse_group_key(&key.to_string()), Some(key));
+        assert_eq!(&*key.group_key(), "shop/web");
+        assert_eq!(ObjectKey::parse_group_key(&key.group_key()), Some(key));
         // Only the first `/` separates: a namespace never holds one.
         assert_eq!(
             ObjectKey::parse_group_key("shop/web/extra"),

@@ -24,6 +24,7 @@ pub mod openapi;
 use std::collections::BTreeMap;
 
 pub use health_check::*;
+pub use healthroute_table::PeerValue;
 pub use keys::ObjectKey;
 pub use record_group::*;
 pub use view::{CheckerView, DENIED_BY_POLICY};
@@ -35,9 +36,6 @@ pub const VERSION: &str = "v1alpha1";
 
 /// The label of every checker's heartbeat Lease (its value: the checker's name).
 pub const CHECKER_LABEL: &str = "healthroute.io/checker";
-/// On a checker's Lease: the table generation its resolver serves (P4: a new leader continues
-/// above it).
-pub const SERVED_GENERATION_ANNOTATION: &str = "healthroute.io/served-generation";
 /// The checker name of the operator leader's Metric-check evaluator (H14).
 pub const METRIC_EVALUATOR: &str = "metric-evaluator";
 
@@ -52,6 +50,8 @@ pub enum Error {
     NotADuration { raw: String, reason: String },
     #[error("{0:?}: expiresIn is from 1m to 72h")]
     ExpiresInRange(String),
+    #[error("{0:?} is not a Metric state (OK, ALARM, INSUFFICIENT_DATA)")]
+    NotAMetricState(String),
 }
 
 /// Labels of an object, as the selector code reads them.

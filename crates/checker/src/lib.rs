@@ -31,10 +31,8 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
-use healthroute_api::{
-    CheckType, HealthCheckSpec, InsufficientDataHealthStatus, MetricCheck, PrometheusSource,
-};
-use healthroute_api::{CheckerView, ObjectKey};
+use healthroute_api::{CheckType, HealthCheckSpec, MetricCheck, PrometheusSource};
+use healthroute_api::{CheckerView, MetricState, ObjectKey, PeerValue};
 use metric::{Credentials, Endpoint, Evaluation};
 
 pub use error::{Error, UrlProblem};
@@ -647,15 +645,7 @@ impl CheckTask {
                 },
             };
             self.metrics.latency.record(1, started.elapsed());
-            let observation = match &evaluation {
-                Evaluation::Ok => Some(true),
-                Evaluation::Alarm { .. } => Some(false),
-                Evaluation::NoData(_) => match insufficient {
-                    InsufficientDataHealthStatus::Healthy => Some(true),
-                    InsufficientDataHealthStatus::Unhealthy => Some(false),
-                    InsufficientDataHealthStatus::LastKnownStatus => None,
-                },
-            };
+            let observation = evaluation.state().observation(insufficient);
             let (counter, slot) = match observation {
                 Some(true) => (&self.metrics.probes_healthy, 0),
                 Some(false) => (&self.metrics.probes_unhealthy, 1),
@@ -701,8 +691,8 @@ impl CheckTask {
         let interval = Duration::from_secs(u64::from(self.spec.request_interval_seconds.max(1)));
         let timeout = Duration::from_secs(u64::from(self.spec.response_timeout_seconds.max(1)));
         let mut state = Threshold::new(self.spec.failure_threshold);
-        let mut values: Vec<String> = Vec::new();
-        let mut reported: Option<(bool, Vec<String>, &'static str)> = None;
+        let mut values: Vec<PeerValue> = Vec::new();
+        let mut reported: Option<(bool, Vec<PeerValue>, &'static str)> = None;
         let mut path = peer::PathState::default();
         // A peer source has no value until its first exchange: ask within a second of
         // starting rather than at the check's phase, which may be an interval away.
@@ -710,8 +700,9 @@ impl CheckTask {
         loop {
             schedule.tick().await;
             let obs = match (self.peers.get(&target.cluster), target.group()) {
-                (Some(p), Some((namespace, name))) => {
-                    let (obs, took) = peer::observe_timed(p, namespace, name, timeout).await;
+                (Some(p), Some(group)) => {
+                    let (obs, took) =
+                        peer::observe_timed(p, &group.namespace, &group.name, timeout).await;
                     self.metrics.peers.record(&p.name, obs.result, took);
                     self.metrics.latency.record(1, took);
                     obs
@@ -777,10 +768,15 @@ pub fn metric_status(
     at: Option<jiff::Timestamp>,
 ) -> healthroute_api::MetricStatus {
     let message = view.message.as_deref().unwrap_or("");
-    let (state, detail) = message.split_once(": ").unwrap_or((message, ""));
-    let no_data = state == "INSUFFICIENT_DATA";
+    // The evaluator wrote the message from a `MetricState`; text that is not one (never
+    // written) reads as no data, with the whole message as the reason.
+    let (state, detail) = message
+        .split_once(": ")
+        .and_then(|(state, detail)| Some((state.parse::<MetricState>().ok()?, detail)))
+        .unwrap_or((MetricState::InsufficientData, message));
+    let no_data = state == MetricState::InsufficientData;
     healthroute_api::MetricStatus {
-        state: state.to_owned(),
+        state,
         value: (!no_data).then(|| detail.to_owned()),
         error: no_data.then(|| detail.to_owned()),
         last_evaluated: at.map(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time),

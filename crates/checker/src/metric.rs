@@ -12,6 +12,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
+use healthroute_api::MetricState;
 use http_body_util::{BodyExt, Empty, Limited};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
@@ -39,12 +40,12 @@ pub enum Evaluation {
 }
 
 impl Evaluation {
-    /// `OK`, `ALARM` or `INSUFFICIENT_DATA` (status.metric.state).
-    pub fn state(&self) -> &'static str {
+    /// What status.metric.state says of it (H14).
+    pub fn state(&self) -> MetricState {
         match self {
-            Evaluation::Ok => "OK",
-            Evaluation::Alarm { .. } => "ALARM",
-            Evaluation::NoData(_) => "INSUFFICIENT_DATA",
+            Evaluation::Ok => MetricState::Ok,
+            Evaluation::Alarm { .. } => MetricState::Alarm,
+            Evaluation::NoData(_) => MetricState::InsufficientData,
         }
     }
     /// The samples in words ("no samples", "2 samples, first 0.07"), or the reason.

@@ -471,8 +471,8 @@ fn is_dns_label(s: &str) -> bool {
 /// What one exchange found: the values, or why the observation is unhealthy.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PeerObservation {
-    /// `TYPE value` of each healthy value; empty unless healthy.
-    pub values: Vec<String>,
+    /// The healthy values, parsed by the exchange's reader; empty unless healthy.
+    pub values: Vec<PeerValue>,
     pub healthy: bool,
     /// "2 values from 127.0.0.1:5454", "no listener answered within 2 s", ...
     pub message: String,
@@ -526,10 +526,7 @@ fn judge(answer: PeerAnswer, address: &str) -> PeerObservation {
                 values.len(),
                 if values.len() == 1 { "" } else { "s" }
             ),
-            values: values
-                .iter()
-                .map(|PeerValue { record_type, value }| format!("{record_type} {value}"))
-                .collect(),
+            values,
             healthy: true,
             result: "ok",
         },
@@ -939,7 +936,10 @@ mod tests {
     async fn the_first_listener_that_answers_decides() {
         let silent = UdpSocket::bind("127.0.0.1:0").await.expect("bind");
         let silent_addr = silent.local_addr().expect("addr").to_string();
-        let live = listener(vec![PeerValue::new("A", "198.51.100.7")]).await;
+        let live = listener(vec![
+            PeerValue::parse("A", "198.51.100.7").expect("an IPv4 address"),
+        ])
+        .await;
         let peers = Peers::from_config(&[config(
             "west",
             &[silent_addr.clone(), live.clone()],
@@ -949,7 +949,8 @@ mod tests {
         let peer = peers.get("west").expect("west");
         let obs = observe(peer, "shop", "www", Duration::from_millis(300)).await;
         assert!(obs.healthy, "{obs:?}");
-        assert_eq!(obs.values, ["A 198.51.100.7"]);
+        let values: Vec<String> = obs.values.iter().map(ToString::to_string).collect();
+        assert_eq!(values, ["A 198.51.100.7"]);
         assert!(obs.message.contains(&live), "{}", obs.message);
 
         let peers = Peers::from_config(&[config(
@@ -1011,7 +1012,10 @@ mod tests {
     // observation that says so, never a value.
     #[tokio::test]
     async fn a_wrongly_signed_answer_is_unhealthy() {
-        let live = listener(vec![PeerValue::new("A", "198.51.100.7")]).await;
+        let live = listener(vec![
+            PeerValue::parse("A", "198.51.100.7").expect("an IPv4 address"),
+        ])
+        .await;
         let peers = Peers::from_config(&[config(
             "west",
             &[live],

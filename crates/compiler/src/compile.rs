@@ -135,7 +135,7 @@ impl Compiler {
                 groups: self.table.groups.clone(),
             };
             for key in std::mem::take(&mut self.table_dirty) {
-                let gk = group::table_key(&key);
+                let gk = key.group_key();
                 match self.served(&key) {
                     Some(g) => table.groups.insert(gk, g),
                     None => table.groups.remove(&gk),

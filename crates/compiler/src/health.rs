@@ -10,7 +10,7 @@ use jiff::Timestamp;
 
 use healthroute_api::{CheckType, HealthCheckSpec};
 
-use healthroute_api::{CheckerView, DENIED_BY_POLICY, ObjectKey};
+use healthroute_api::{CheckerView, DENIED_BY_POLICY, ObjectKey, PeerValue};
 
 /// A check as the compiler sees it: its spec, the views reported so far, and the status it
 /// had (kept when no checker is reachable, H7).
@@ -42,10 +42,10 @@ pub struct CheckHealth {
     pub denied_checkers: u32,
     /// Why, in words: "2/3 checkers healthy (> 18% needed)", "disabled", ...
     pub reason: String,
-    /// Peer checks (X4): the values (`TYPE value`) reported by the most healthy reachable
-    /// checkers (ties: the first checker by name); with none healthy, by the most reachable
-    /// ones (their last values, for a last resort, X3). Empty for other checks.
-    pub values: Vec<String>,
+    /// Peer checks (X4): the values reported by the most healthy reachable checkers (ties:
+    /// the first checker by name); with none healthy, by the most reachable ones (their last
+    /// values, for a last resort, X3). Empty for other checks.
+    pub values: Vec<PeerValue>,
 }
 
 /// How long a heartbeat keeps a checker reachable (H7): 3 request intervals.
@@ -147,7 +147,7 @@ fn peer_values(
     check: &CheckInput,
     heartbeats: &HashMap<String, Timestamp>,
     now: Timestamp,
-) -> Vec<String> {
+) -> Vec<PeerValue> {
     let interval = check.spec.request_interval_seconds;
     let mut reachable: Vec<&CheckerView> = check
         .views
@@ -159,7 +159,7 @@ fn peer_values(
         reachable.retain(|v| v.healthy);
     }
     reachable.sort_by(|a, b| a.checker.cmp(&b.checker));
-    let mut best: Option<(&[String], usize)> = None;
+    let mut best: Option<(&[PeerValue], usize)> = None;
     for v in &reachable {
         let votes = reachable.iter().filter(|o| o.values == v.values).count();
         if best.is_none_or(|(_, n)| votes > n) {

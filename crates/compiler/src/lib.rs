@@ -26,12 +26,14 @@
 //!   compile.rs  the compile loop: checks, shift clocks, dirty groups, the table
 //!   queries.rs  what callers read back: table, outcomes, statuses as data
 //!   deps.rs     who reads what (checks, Services, alias targets) and who claims a name
-//!   group.rs    one group, a pure function (validate, compile); the table's group keys
+//!   group/      one group, a pure function (validate, evaluate, select, zone affinity)
 //!   health.rs   one check's health from its views (H6–H10)
 //!   shift.rs    one shift's clock and targets (Z1, Z3, Z4)
 //!   autoshift/  the autoshift engine: detection, practice runs, their calendar (AS1–AS12)
 //!   zones.rs    the served zones
 //!   reasons.rs  the reasons of the Compiled condition
+//!   host/       what a process hosting the compiler does around it (deadline, compile,
+//!               the autoshift numbers both binaries export)
 //!   manifests/  a manifest directory to compiler inputs (standalone mode, the simulator)
 //! ```
 
@@ -43,6 +45,7 @@ mod error;
 pub mod fuzzing;
 pub mod group;
 pub mod health;
+pub mod host;
 mod inputs;
 pub mod manifests;
 pub mod peer;

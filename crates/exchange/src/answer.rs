@@ -1,7 +1,9 @@
 //! What a peer answers for a group ([`PeerAnswer`]) and one healthy value as a TXT record's
 //! character-strings: `[TYPE, value]`, the value split into further strings of at most 255
-//! bytes (on character boundaries) when longer, which the reader joins again.
+//! bytes (on character boundaries) when longer, which the reader joins again and parses into
+//! a [`PeerValue`] (the table's value, typed): the text is read here and nowhere downstream.
 
+use healthroute_table::PeerValue;
 use hickory_proto::rr::rdata::TXT;
 
 /// The longest character-string (its length is one byte).
@@ -20,59 +22,40 @@ pub enum PeerAnswer {
     NoSuchGroup,
 }
 
-/// One value a group answers: its record type's name and the value's presentation text.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct PeerValue {
-    /// `A`, `AAAA`, `CNAME` or `TXT`: at most 255 bytes of ASCII letters and digits.
-    pub record_type: String,
-    /// The value as a zone file writes it (`192.0.2.1`, `api.example.com.`, `"v=spf1 -all"`).
-    pub value: String,
+/// The TXT data carrying `value`; `None` if a peer could not read it back (a value built
+/// by hand whose text does not parse as its type).
+pub(crate) fn to_txt(value: &PeerValue) -> Option<TXT> {
+    if !value.readable() {
+        return None;
+    }
+    let mut strings = vec![value.record_type().as_str().to_owned()];
+    strings.extend(split(&value.text()));
+    Some(TXT::new(strings))
 }
 
-impl PeerValue {
-    /// A value of `record_type`.
-    pub fn new(record_type: impl Into<String>, value: impl Into<String>) -> Self {
-        Self {
-            record_type: record_type.into(),
-            value: value.into(),
-        }
-    }
-
-    /// The TXT data carrying this value; `None` if the type's name is not one a peer could
-    /// read back (empty, too long, or not letters and digits).
-    pub(crate) fn to_txt(&self) -> Option<TXT> {
-        if !is_type_name(self.record_type.as_bytes()) {
-            return None;
-        }
-        let mut strings = vec![self.record_type.clone()];
-        strings.extend(split(&self.value));
-        Some(TXT::new(strings))
-    }
-
-    /// The value a TXT record carries, or why it carries none.
-    pub(crate) fn from_txt(txt: &TXT) -> Result<Self, String> {
-        let (record_type, value) = match &*txt.txt_data {
-            [record_type, value @ ..] if !value.is_empty() => (record_type, value),
-            strings => {
-                return Err(format!(
-                    "{} character-strings, it needs a type and a value",
-                    strings.len()
-                ));
-            }
-        };
-        if !is_type_name(record_type) {
+/// The value a TXT record carries: `Ok(None)` for one that cannot be used (a record type this
+/// version does not serve, a newer peer's; a value that does not parse as its type), which the
+/// reader skips while it keeps the rest, as the compiler did with text; an error for a record
+/// that is not `[TYPE, value]` at all, which makes the whole answer malformed.
+pub(crate) fn from_txt(txt: &TXT) -> Result<Option<PeerValue>, String> {
+    let (record_type, value) = match &*txt.txt_data {
+        [record_type, value @ ..] if !value.is_empty() => (record_type, value),
+        strings => {
             return Err(format!(
-                "record type {:?} is not a type name",
-                String::from_utf8_lossy(record_type)
+                "{} character-strings, it needs a type and a value",
+                strings.len()
             ));
         }
-        let value = String::from_utf8(value.concat())
-            .map_err(|_| "the value is not UTF-8 text".to_owned())?;
-        Ok(Self {
-            record_type: String::from_utf8_lossy(record_type).into_owned(),
-            value,
-        })
+    };
+    if !is_type_name(record_type) {
+        return Err(format!(
+            "record type {:?} is not a type name",
+            String::from_utf8_lossy(record_type)
+        ));
     }
+    let value =
+        String::from_utf8(value.concat()).map_err(|_| "the value is not UTF-8 text".to_owned())?;
+    Ok(PeerValue::parse(&String::from_utf8_lossy(record_type), &value).ok())
 }
 
 /// A record type's mnemonic: 1 to 255 ASCII letters and digits (`A`, `AAAA`, `TYPE65534`).
@@ -101,21 +84,23 @@ fn split(text: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use healthroute_table::Value;
 
     #[test]
     fn values_round_trip_through_txt_including_long_and_empty_ones() -> Result<(), String> {
         let long = "é".repeat(300) + "x";
-        for value in [
-            PeerValue::new("A", "192.0.2.1"),
-            PeerValue::new("AAAA", "2001:db8::1"),
-            PeerValue::new("CNAME", "api.example.com."),
-            PeerValue::new("TXT", r#""v=spf1 -all" "second""#),
-            PeerValue::new("TXT", long.as_str()),
-            PeerValue::new("TXT", ""),
+        for (record_type, text) in [
+            ("A", "192.0.2.1"),
+            ("AAAA", "2001:db8::1"),
+            ("CNAME", "api.example.com."),
+            ("TXT", r#""v=spf1 -all" "second""#),
+            ("TXT", long.as_str()),
+            ("TXT", ""),
         ] {
-            let txt = value.to_txt().ok_or("no TXT")?;
+            let value = PeerValue::parse(record_type, text).map_err(|e| e.to_string())?;
+            let txt = to_txt(&value).ok_or("no TXT")?;
             assert!(txt.txt_data.iter().all(|s| s.len() <= MAX_STRING));
-            assert_eq!(PeerValue::from_txt(&txt)?, value);
+            assert_eq!(from_txt(&txt)?, Some(value));
         }
         Ok(())
     }
@@ -124,12 +109,28 @@ mod tests {
     fn txt_without_type_and_value_is_refused() {
         for strings in [vec![], vec!["A"]] {
             let txt = TXT::new(strings.into_iter().map(String::from).collect());
-            assert!(PeerValue::from_txt(&txt).is_err());
+            assert!(from_txt(&txt).is_err());
         }
         let txt = TXT::new(vec!["not a type".into(), "x".into()]);
-        assert!(PeerValue::from_txt(&txt).is_err());
+        assert!(from_txt(&txt).is_err());
         let txt = TXT::from_bytes(vec![b"A", &[0xff, 0xfe]]);
-        assert!(PeerValue::from_txt(&txt).is_err());
-        assert!(PeerValue::new("", "x").to_txt().is_none());
+        assert!(from_txt(&txt).is_err());
+        assert!(to_txt(&PeerValue::from(Value::Txt("\"unclosed".into()))).is_none());
+    }
+
+    // SEM-X6: a value of a type this version serves is parsed as such; one that does not
+    // parse, or of a type it does not serve (a newer peer's), is passed over, and the rest of
+    // the answer is used.
+    #[test]
+    fn values_are_parsed_as_their_type_and_unusable_ones_passed_over() {
+        let txt = |t: &str, v: &str| TXT::new(vec![t.into(), v.into()]);
+        assert_eq!(
+            from_txt(&txt("A", "192.0.2.1")),
+            Ok(Some(PeerValue::from(Value::A(
+                "192.0.2.1".parse().expect("ip")
+            ))))
+        );
+        assert_eq!(from_txt(&txt("A", "192.0.2.300")), Ok(None));
+        assert_eq!(from_txt(&txt("MX", "10 mail.example.com.")), Ok(None));
     }
 }

@@ -16,7 +16,7 @@ use hickory_proto::{
 };
 
 use crate::{
-    answer::{PeerAnswer, PeerValue},
+    answer::{self, PeerAnswer},
     error::{Error, ExchangeError},
     group,
     key::{KeyRing, TsigKey},
@@ -209,7 +209,7 @@ impl PendingQuery {
                     record.record_type()
                 )));
             };
-            values.push(PeerValue::from_txt(txt).map_err(malformed)?);
+            values.extend(answer::from_txt(txt).map_err(malformed)?);
         }
         // An RRset has no order and no duplicates: sorted, two reads of the same answer
         // compare equal whatever order the peer (or a middlebox) sent.

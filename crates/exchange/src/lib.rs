@@ -58,8 +58,9 @@
 //! one.
 //! - [`PeerAnswer::Healthy`]: NOERROR, one TXT RR per value, owner = QNAME, TTL 0, its
 //!   character-strings `[TYPE, value]`: TYPE the record type name (`A`, `AAAA`, `CNAME`,
-//!   `TXT`) and the value's presentation text, split into further 255-byte strings when longer
-//!   (the reader joins them).
+//!   `TXT`) and the value's text as a RecordGroup writes it, split into further 255-byte
+//!   strings when longer (the reader joins them). A value a peer could not read back (built
+//!   by hand, its text not parsing as its type) makes the answer SERVFAIL.
 //! - [`PeerAnswer::NothingHealthy`]: NOERROR with no answer (the group exists but answers only
 //!   its last resort, or nothing).
 //! - [`PeerAnswer::NoSuchGroup`]: NXDOMAIN, no records.
@@ -74,7 +75,9 @@
 //! ([`ExchangeError::Truncated`]: retry over TCP); a TSIG (else unsigned / refused); the peer's
 //! TSIG error if BADKEY or BADSIG (unsigned by the RFC, so reported as the peer's word); the same
 //! key; the MAC over the request MAC; BADTIME (the peer's clock); the time within the fudge; then
-//! the RCODE and the TXT records. Every failure is an [`ExchangeError`] whose message is meant for
+//! the RCODE and the TXT records, each parsed into a [`PeerValue`] (one of a type this version
+//! does not serve is passed over; one that does not parse as its type makes the answer
+//! malformed). Every failure is an [`ExchangeError`] whose message is meant for
 //! a health check's status. The MAC is checked with the secret the query was signed with (the
 //! one the peer must sign with), whichever of a key's secrets that was.
 
@@ -90,10 +93,12 @@ mod wire;
 #[cfg(test)]
 mod tests;
 
-pub use answer::{PeerAnswer, PeerValue};
+pub use answer::PeerAnswer;
 pub use client::{PendingQuery, Query};
 pub use error::{Error, ExchangeError};
 pub use group::EXCHANGE_ZONE;
+/// One value a group answers, typed (the table's value): what [`PeerAnswer::Healthy`] holds.
+pub use healthroute_table::PeerValue;
 pub use key::{KeyConfig, KeyRing, MIN_SECRET_LEN, ROTATION_WINDOW, TsigKey};
 pub use server::{Reason, Rejection, VerifiedQuery, encode_answer, verify_query};
 pub use wire::FUDGE;

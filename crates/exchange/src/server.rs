@@ -21,7 +21,7 @@ use hickory_proto::{
 
 use crate::{
     MAX_MESSAGE_SIZE,
-    answer::PeerAnswer,
+    answer::{self, PeerAnswer},
     group::parse_qname,
     key::{KeyRing, TsigKey},
     signing,
@@ -191,7 +191,34 @@ impl std::error::Error for Rejection {}
 /// Checks a received query: a single exchange question, signed by a key of `keys` within the
 /// fudge of `now` (Unix seconds), with the key's current secret or, while a change of secret
 /// goes on, its previous one ([`KeyRing::rotated`]). Never panics, whatever the bytes.
+///
+/// ```text
+///   read_query (framing: FORMERR) ─▶ exchange_question (REFUSED) ─▶ authenticate (TSIG,
+///   RFC 8945 section 5.2: REFUSED, BADKEY, BADSIG, BADTIME) ─▶ VerifiedQuery
+/// ```
 pub fn verify_query(bytes: &[u8], keys: &KeyRing, now: u64) -> Result<VerifiedQuery, Rejection> {
+    let (header, request) = read_query(bytes)?;
+    let (question, namespace, name) = exchange_question(&request, header)?;
+    let key = authenticate(bytes, &request, header, keys, now)?;
+    Ok(VerifiedQuery {
+        namespace,
+        name,
+        key,
+        id: request.id,
+        question,
+        recursion_desired: request.recursion_desired,
+        request_mac: request
+            .signature()
+            .map(|s| s.data.mac.clone())
+            .unwrap_or_default(),
+        request_edns: request.edns.is_some(),
+        udp_payload: request.max_payload(),
+    })
+}
+
+/// The query's header and message, read strictly: nothing after the last record, a TSIG
+/// only as the last (RFC 8945 section 5.1). Too short or a response: no reply at all.
+fn read_query(bytes: &[u8]) -> Result<(&[u8], Message), Rejection> {
     let Some(header) = bytes.get(..HEADER_LEN) else {
         return Err(Rejection {
             reason: Reason::Malformed("shorter than a DNS header".into()),
@@ -205,27 +232,45 @@ pub fn verify_query(bytes: &[u8], keys: &KeyRing, now: u64) -> Result<VerifiedQu
             response: None,
         });
     }
-    let formerr = |why: String| Rejection {
+    let request = wire::read_message(bytes).map_err(|why| formerr(header, why))?;
+    Ok((header, request))
+}
+
+fn formerr(header: &[u8], why: String) -> Rejection {
+    Rejection {
         reason: Reason::Malformed(why),
         response: Some(bare_response(header, ResponseCode::FormErr)),
-    };
-    // Strict: nothing after the last record, a TSIG only as the last (RFC 8945 section 5.1).
-    let request = wire::read_message(bytes).map_err(formerr)?;
-    let [question] = request.queries.as_slice() else {
-        return Err(formerr(format!(
-            "{} questions, an exchange query has one",
-            request.queries.len()
-        )));
-    };
-    let refused = |reason| Rejection {
+    }
+}
+
+fn refused(request: &Message, header: &[u8], reason: Reason) -> Rejection {
+    Rejection {
         reason,
         response: Some(rejection_response(
-            &request,
+            request,
             header,
             ResponseCode::Refused,
             None,
         )),
+    }
+}
+
+/// The one question, an exchange question (a QUERY for TXT IN under the exchange zone), and
+/// the group `(namespace, name)` it asks for.
+fn exchange_question(
+    request: &Message,
+    header: &[u8],
+) -> Result<(Query, String, String), Rejection> {
+    let [question] = request.queries.as_slice() else {
+        return Err(formerr(
+            header,
+            format!(
+                "{} questions, an exchange query has one",
+                request.queries.len()
+            ),
+        ));
     };
+    let refused = |reason| refused(request, header, reason);
     if request.op_code != OpCode::Query {
         return Err(refused(Reason::NotExchange(format!(
             "opcode {:?}",
@@ -246,11 +291,32 @@ pub fn verify_query(bytes: &[u8], keys: &KeyRing, now: u64) -> Result<VerifiedQu
             crate::EXCHANGE_ZONE
         ))));
     };
+    Ok((question.clone(), namespace, name))
+}
+
+/// The key (with the secret that verified the MAC) that signed the query within the fudge,
+/// or the rejection RFC 8945 section 5.2 gives.
+fn authenticate(
+    bytes: &[u8],
+    request: &Message,
+    header: &[u8],
+    keys: &KeyRing,
+    now: u64,
+) -> Result<TsigKey, Rejection> {
     let Some(signature) = request.signature() else {
-        return Err(refused(Reason::Unsigned));
+        return Err(refused(request, header, Reason::Unsigned));
     };
     let tsig = &signature.data;
     let key_text = signature.name.to_ascii();
+    let not_auth = |reason, tail| Rejection {
+        reason,
+        response: Some(rejection_response(
+            request,
+            header,
+            ResponseCode::NotAuth,
+            Some(tail),
+        )),
+    };
 
     // RFC 8945 section 5.2.1: an unknown key gets an unsigned BADKEY.
     let Some(entry) = keys.find(&signature.name, &tsig.algorithm) else {
@@ -264,15 +330,7 @@ pub fn verify_query(bytes: &[u8], keys: &KeyRing, now: u64) -> Result<VerifiedQu
             Vec::new(),
         );
         let tail = Tail::Unsigned(signature.name.clone(), unsigned);
-        return Err(Rejection {
-            reason: Reason::BadKey { key: key_text },
-            response: Some(rejection_response(
-                &request,
-                header,
-                ResponseCode::NotAuth,
-                Some(tail),
-            )),
-        });
+        return Err(not_auth(Reason::BadKey { key: key_text }, tail));
     };
 
     // Section 5.2.2: a MAC that does not verify gets an unsigned BADSIG. The key's current
@@ -295,15 +353,7 @@ pub fn verify_query(bytes: &[u8], keys: &KeyRing, now: u64) -> Result<VerifiedQu
             Vec::new(),
         );
         let tail = Tail::Unsigned(key.name().clone(), unsigned);
-        return Err(Rejection {
-            reason: Reason::BadSignature { key: key_text },
-            response: Some(rejection_response(
-                &request,
-                header,
-                ResponseCode::NotAuth,
-                Some(tail),
-            )),
-        });
+        return Err(not_auth(Reason::BadSignature { key: key_text }, tail));
     };
 
     // Section 5.2.3: a time outside the fudge gets a signed BADTIME carrying the request's
@@ -318,37 +368,20 @@ pub fn verify_query(bytes: &[u8], keys: &KeyRing, now: u64) -> Result<VerifiedQu
             our_time,
         );
         let tail = Tail::Signed(key.clone(), tsig.mac.clone(), stub);
-        return Err(Rejection {
-            reason: Reason::BadTime {
-                key: key_text,
-                signed: tsig.time,
-                now,
-            },
-            response: Some(rejection_response(
-                &request,
-                header,
-                ResponseCode::NotAuth,
-                Some(tail),
-            )),
-        });
+        let reason = Reason::BadTime {
+            key: key_text,
+            signed: tsig.time,
+            now,
+        };
+        return Err(not_auth(reason, tail));
     }
-
-    Ok(VerifiedQuery {
-        namespace,
-        name,
-        key: key.clone(),
-        id: request.id,
-        question: question.clone(),
-        recursion_desired: request.recursion_desired,
-        request_mac: tsig.mac.clone(),
-        request_edns: request.edns.is_some(),
-        udp_payload: request.max_payload(),
-    })
+    Ok(key.clone())
 }
 
 /// The answer to a verified query, signed with its key at `now`: no larger than `max_size`
 /// (clamped to 512..=65,535), else TC with no records so that the client asks over TCP.
-/// A value whose type name a peer could not read back makes the answer SERVFAIL.
+/// A value a peer could not read back (its text not parsing as its type) makes the answer
+/// SERVFAIL.
 pub fn encode_answer(
     query: &VerifiedQuery,
     answer: &PeerAnswer,
@@ -358,7 +391,7 @@ pub fn encode_answer(
     let max_size = max_size.clamp(MIN_PAYLOAD, MAX_MESSAGE_SIZE);
     let (rcode, records) = match answer {
         PeerAnswer::Healthy(values) => {
-            let txts: Option<Vec<_>> = values.iter().map(|v| v.to_txt()).collect();
+            let txts: Option<Vec<_>> = values.iter().map(answer::to_txt).collect();
             match txts {
                 Some(txts) => (
                     ResponseCode::NoError,

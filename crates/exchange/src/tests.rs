@@ -41,13 +41,18 @@ fn ring(keys: &[TsigKey]) -> Result<KeyRing, crate::Error> {
     KeyRing::new(keys.to_vec())
 }
 
+/// A peer value from its two wire parts (the tests write valid ones).
+fn peer_value(record_type: &str, text: impl AsRef<str>) -> PeerValue {
+    PeerValue::parse(record_type, text.as_ref()).expect("a valid peer value")
+}
+
 fn healthy() -> PeerAnswer {
     PeerAnswer::Healthy(vec![
-        PeerValue::new("A", "192.0.2.1"),
-        PeerValue::new("AAAA", "2001:db8::1"),
-        PeerValue::new("CNAME", "api.eu-west.example.com."),
-        PeerValue::new("TXT", "\"v=spf1 -all\""),
-        PeerValue::new("TXT", "x".repeat(600)),
+        peer_value("A", "192.0.2.1"),
+        peer_value("AAAA", "2001:db8::1"),
+        peer_value("CNAME", "api.eu-west.example.com."),
+        peer_value("TXT", "\"v=spf1 -all\""),
+        peer_value("TXT", "x".repeat(600)),
     ])
 }
 
@@ -114,15 +119,15 @@ fn each_peer_answer_round_trips() -> TestResult {
 #[test]
 fn values_are_read_back_sorted_without_duplicates() -> TestResult {
     let sent = PeerAnswer::Healthy(vec![
-        PeerValue::new("A", "192.0.2.9"),
-        PeerValue::new("A", "192.0.2.1"),
-        PeerValue::new("A", "192.0.2.9"),
+        peer_value("A", "192.0.2.9"),
+        peer_value("A", "192.0.2.1"),
+        peer_value("A", "192.0.2.9"),
     ]);
     assert_eq!(
         round_trip(&sent)?,
         PeerAnswer::Healthy(vec![
-            PeerValue::new("A", "192.0.2.1"),
-            PeerValue::new("A", "192.0.2.9"),
+            peer_value("A", "192.0.2.1"),
+            peer_value("A", "192.0.2.9"),
         ])
     );
     Ok(())
@@ -873,7 +878,7 @@ fn large_answers_are_truncated_for_udp_and_whole_for_tcp() -> TestResult {
     let verified = verify_query(&bytes, &keys, NOW)?;
     assert_eq!(verified.max_udp_payload(), 1232);
     let mut values: Vec<_> = (0..100)
-        .map(|i| PeerValue::new("AAAA", format!("2001:db8::{i:x}")))
+        .map(|i| peer_value("AAAA", format!("2001:db8::{i:x}")))
         .collect();
     values.sort();
     let many = PeerAnswer::Healthy(values);
@@ -919,7 +924,9 @@ fn rejections_read_by_the_client_say_what_happened() -> TestResult {
     assert_eq!(err, Err(ExchangeError::Refused));
     // A signed SERVFAIL (a value the server could not encode).
     let verified = verify_query(&bytes, &keys, NOW)?;
-    let bad = PeerAnswer::Healthy(vec![PeerValue::new("", "x")]);
+    let bad = PeerAnswer::Healthy(vec![PeerValue::from(healthroute_table::Value::Txt(
+        "\"unclosed".into(),
+    ))]);
     assert_eq!(
         pending.read_answer(&encode_answer(&verified, &bad, NOW, TCP), NOW),
         Err(ExchangeError::Rcode {

@@ -119,11 +119,16 @@ fn ring() -> Result<KeyRing, healthroute_exchange::Error> {
     KeyRing::new(vec![TsigKey::new(KEY_NAME, "hmac-sha256", SECRET)?])
 }
 
+/// A peer value from its two wire parts (the tests write valid ones).
+fn peer_value(record_type: &str, text: impl AsRef<str>) -> PeerValue {
+    PeerValue::parse(record_type, text.as_ref()).expect("a valid peer value")
+}
+
 fn healthy() -> PeerAnswer {
     PeerAnswer::Healthy(vec![
-        PeerValue::new("A", "192.0.2.1"),
-        PeerValue::new("CNAME", "api.eu-west.example.com."),
-        PeerValue::new("TXT", "\"v=spf1 -all\""),
+        peer_value("A", "192.0.2.1"),
+        peer_value("CNAME", "api.eu-west.example.com."),
+        peer_value("TXT", "\"v=spf1 -all\""),
     ])
 }
 
@@ -217,8 +222,8 @@ fn dnspython_validates_our_query_and_we_read_its_signed_answer() -> TestResult {
     assert_eq!(
         read,
         PeerAnswer::Healthy(vec![
-            PeerValue::new("A", "192.0.2.1"),
-            PeerValue::new("AAAA", "2001:db8::1"),
+            peer_value("A", "192.0.2.1"),
+            peer_value("AAAA", "2001:db8::1"),
         ])
     );
 

@@ -6,6 +6,8 @@ use crate::GroupKey;
 pub enum Error {
     #[error("unsupported record type {0:?} (A, AAAA, CNAME, TXT)")]
     UnsupportedType(String),
+    #[error("{0:?} is not `TYPE value` (a record type, a space, then the value)")]
+    PeerValueForm(String),
     #[error("{raw:?} is not an {family} address")]
     NotAnAddress { raw: String, family: &'static str },
     #[error("{0:?} is not a DNS name")]

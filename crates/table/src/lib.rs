@@ -14,6 +14,10 @@
 //!       └─ per query: resolve_with(group, zone, rng, lookup) ─▶ Resolved { values, set_identifier }
 //! ```
 //!
+//! Where the published table lives on the API server, and how each resolver tells the leader
+//! what it serves and where it takes pushes, is [`contract`]: the operator and the resolver
+//! both read it from there.
+//!
 //! Everything that depends on health was decided by the compiler: a [`Selection`] holds only
 //! the records that are candidates *now*, with their weights and the values they answer. What
 //! is left for a query is the random part of the rules (SEMANTICS S3 weighted pick, S5 random
@@ -25,12 +29,15 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use std::str::FromStr;
 use std::sync::Arc;
 
+pub mod contract;
 mod error;
+pub mod peer_value;
 pub mod published;
 pub mod push;
 pub mod txt;
 
 pub use error::{Error, TxtProblem};
+pub use peer_value::PeerValue;
 
 use serde::{Deserialize, Serialize};
 
@@ -188,7 +195,7 @@ where
 
 /// Identifies a RecordGroup: `namespace/name`, the text of its key in the API
 /// (`healthroute_api::ObjectKey`, whose `parse_group_key` reads this back; the table does not
-/// depend on the API, nor the API on the table).
+/// depend on the API).
 pub type GroupKey = Arc<str>;
 
 /// What one candidate record answers.

@@ -23,17 +23,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::{CompiledGroup, Error, GroupKey, Groups, RoutingTable, SharedNames, Value};
 
-/// Label on every table ConfigMap; resolvers watch this selector.
-pub const TABLE_LABEL: &str = "healthroute.io/table";
-/// Value of [`TABLE_LABEL`] on the manifest; shards carry `shard`.
-pub const MANIFEST: &str = "manifest";
-pub const SHARD: &str = "shard";
-pub const DELTA: &str = "delta";
-/// On a delta: the generation of the manifest it applies to, so that the deltas of older
-/// bases go with one label-selected delete.
-pub const BASE_LABEL: &str = "healthroute.io/table-base";
-/// The data key holding the JSON in each ConfigMap.
-pub const DATA_KEY: &str = "table.json";
+/// Where the table lives on the API server (names, labels, keys): the contract's.
+pub use crate::contract::{BASE_LABEL, DATA_KEY, DELTA, MANIFEST, SHARD, TABLE_LABEL};
 /// A ConfigMap holds at most 1 MiB; no shard is written larger than this.
 pub const MAX_SHARD_BYTES: usize = 900 * 1024;
 /// The size a shard is aimed at: the shard count follows the table so that shards hold

@@ -39,8 +39,6 @@ pub const PATH: &str = "/v1/delta";
 pub const SCHEME: &str = "HMAC-SHA256";
 /// The shortest secret taken: HMAC-SHA256 keys shorter than its output weaken it.
 pub const MIN_KEY_BYTES: usize = 32;
-/// On a resolver's checker Lease: where its push listener is reached (`host:port`).
-pub const ADDRESS_ANNOTATION: &str = "healthroute.io/push-address";
 /// How long after a side saw its key file change it still signs with the key before
 /// (operator): longer than kubelet takes to bring a changed Secret to every other pod (its
 /// sync period, a minute, with jitter, plus the cache's delay), so that every resolver holds

@@ -4,10 +4,9 @@
 //! each object's status says is the status module's ([`Ledger`]), which Peer checks exist the
 //! peers module's ([`PeerChecks`]); this file decides when.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::Instant;
 
 use jiff::Timestamp;
 use tokio::sync::watch;
@@ -15,14 +14,16 @@ use tokio::sync::watch;
 use super::Config;
 use crate::engine_shifts::EngineShifts;
 use crate::index::{Index, Input, key_of};
-use crate::metrics::{AutoshiftMetrics, ControlMetrics, OperatorMetrics};
+use crate::metrics::{ControlMetrics, OperatorMetrics};
 use crate::peers::PeerChecks;
 use crate::publish::{PublishFeedback, PublishRequest};
 use crate::readiness::Readiness;
+use crate::registry::Registry;
 use crate::status::{Ledger, StatusKey, StatusKind};
-use healthroute_api::{CheckType, PracticeRunOutcome};
+use healthroute_api::CheckType;
 use healthroute_checker::{Checker, CheckerEvent};
-use healthroute_compiler::{AutoshiftEvent, ObjectKey};
+use healthroute_compiler::ObjectKey;
+use healthroute_compiler::host::{Compiled, Host};
 
 /// How many objects' statuses one step of the re-check judges: about 4 ms at 100,000 groups,
 /// where the whole pass took 0.6-0.9 s (and held every change that came meanwhile).
@@ -32,6 +33,8 @@ const RECHECK_STEP: usize = 500;
 /// channels to the publisher and (through the ledger) to the status writer.
 pub(super) struct Control {
     index: Index,
+    /// The resolvers' registrations: the publisher's floor and where it pushes.
+    registry: Registry,
     /// The leader's Metric-check evaluator (H14): follows the checks while leading.
     evaluator: Option<Checker>,
     /// The current leadership term, 0 while not the leader; `terms` counts them.
@@ -46,7 +49,9 @@ pub(super) struct Control {
     /// The ZonalShifts that mirror the engines' shifts (AS13), planned after compiles too.
     engine_shifts: EngineShifts,
     metrics: Arc<ControlMetrics>,
-    autoshift: Arc<AutoshiftMetrics>,
+    /// What standalone mode does around its compiler too: the deadline, the compile, the
+    /// autoshift numbers (AS1, AS11).
+    host: Host,
     readiness: Arc<Readiness>,
 }
 
@@ -62,6 +67,7 @@ impl Control {
     ) -> Self {
         Control {
             index: Index::new(config.zones.clone(), config.default_ttl),
+            registry: Registry::default(),
             evaluator,
             term: 0,
             terms: 0,
@@ -70,20 +76,21 @@ impl Control {
             peers,
             engine_shifts,
             metrics: metrics.control.clone(),
-            autoshift: metrics.autoshift.clone(),
+            host: Host::new(metrics.autoshift.engines.clone()),
             readiness,
         }
     }
 
-    /// How long until the last compile's outputs change on their own (a shift expires, a
-    /// checker goes stale, an engine steps): a compile is due then. None while a compile
+    /// When the last compile's outputs change on their own (a shift expires, a checker goes
+    /// stale, an engine steps), on the monotonic clock: a compile is due then. None while a compile
     /// would do nothing (a standby, a partial list): a passed deadline must not wake the
     /// loop again and again.
-    pub(super) fn time_to_deadline(&self) -> Option<Duration> {
+    pub(super) fn deadline(&self) -> Option<Instant> {
         if self.term == 0 || !self.index.synced() {
             return None;
         }
-        self.index.compiler.time_to_deadline(Timestamp::now())
+        self.host
+            .deadline(&self.index.compiler, Timestamp::now(), Instant::now())
     }
 
     /// What the alerts read: checks without a reachable checker, active shifts' expiries.
@@ -166,7 +173,9 @@ impl Control {
             self.peers.check_changed();
         }
         let watched = watched_status(&input);
-        let changed = self.index.apply_changed(input);
+        // A resolver that comes, goes or moves is told to the publisher by the next compile.
+        let registered = self.registry.apply(&input);
+        let changed = self.index.apply_changed(input) || registered;
         // The group's Peer checks are derived again (X4): not for a group whose status alone
         // changed.
         if let (Some(group), true) = (group, changed) {
@@ -206,14 +215,14 @@ impl Control {
                 self.metrics.set_shift_expiries(Vec::new());
             }
             self.term = 0;
-            self.autoshift.clear_active();
+            self.host.stand_by();
         }
         self.sync_evaluator();
         self.requests.send_replace(PublishRequest {
             term: self.term,
-            floor: self.index.highest_served_generation(),
+            floor: self.registry.highest_served_generation(),
             table: None,
-            push_to: self.index.push_addresses(Timestamp::now()),
+            push_to: self.registry.push_addresses(Timestamp::now()),
         });
     }
 
@@ -262,9 +271,11 @@ impl Control {
             return;
         }
         self.statuses.take_read_back(&mut self.index);
-        let started = std::time::Instant::now();
+        let started = Instant::now();
         let now = Timestamp::now();
-        let report = self.index.compiler.compile(now);
+        // The unusable configurations' changes are standalone mode's to log: here the
+        // configuration's status says it (AS1).
+        let Compiled { report, .. } = self.host.compile(&mut self.index.compiler, now);
         let m = &self.metrics;
         m.compiled(
             started.elapsed(),
@@ -277,7 +288,6 @@ impl Control {
         m.table_groups
             .store(table.groups.len() as u64, Ordering::Relaxed);
         self.export_gauges();
-        self.tell_autoshift_events(&report.autoshift_events);
         self.statuses
             .take_autoshift_events(&report.autoshift_events);
         // Off the table's path: the plan goes to its own writer (P7).
@@ -286,8 +296,8 @@ impl Control {
         if !self.statuses.seeded() {
             return;
         }
-        let floor = self.index.highest_served_generation();
-        let push_to = self.index.push_addresses(now);
+        let floor = self.registry.highest_served_generation();
+        let push_to = self.registry.push_addresses(now);
         self.requests.send_if_modified(|r| {
             let changed = r.table.as_ref().is_none_or(|t| !Arc::ptr_eq(t, &table))
                 || r.floor != floor
@@ -303,38 +313,6 @@ impl Control {
             report.changed_checks,
             Timestamp::now(),
         );
-    }
-
-    /// The leader logs and counts what the engines did (as standalone mode does), and
-    /// exports the zones autoshifted away from.
-    fn tell_autoshift_events(&self, events: &[AutoshiftEvent]) {
-        for event in events {
-            match event {
-                AutoshiftEvent::PracticeRunEnded {
-                    config, outcome, ..
-                } if *outcome != PracticeRunOutcome::Succeeded => {
-                    tracing::warn!(zonal_autoshift = %config, outcome = outcome.as_str(), "{event}");
-                }
-                AutoshiftEvent::PracticeRunNotStarted { config, reason, .. } => {
-                    tracing::warn!(zonal_autoshift = %config, reason = reason.as_str(), "{event}");
-                }
-                AutoshiftEvent::AutoshiftStarted { config, .. }
-                | AutoshiftEvent::AutoshiftEnded { config, .. }
-                | AutoshiftEvent::PracticeRunStarted { config, .. }
-                | AutoshiftEvent::PracticeRunEnded { config, .. } => {
-                    tracing::info!(zonal_autoshift = %config, "{event}");
-                }
-            }
-        }
-        self.autoshift.count(events);
-        let compiler = &self.index.compiler;
-        let mut active: BTreeMap<String, i64> = BTreeMap::new();
-        for key in compiler.autoshift_keys() {
-            if let Some(zone) = compiler.autoshift_status(key).and_then(|s| s.active_zone) {
-                *active.entry(zone).or_default() += 1;
-            }
-        }
-        self.autoshift.set_active(active);
     }
 
     /// The periodic re-check of every status against the objects as watched (leader only)
@@ -354,7 +332,7 @@ impl Control {
     /// Judges the next [`RECHECK_STEP`] objects of the re-check pass.
     pub(super) fn recheck_step(&mut self) {
         self.statuses
-            .recheck_step(&self.index, Timestamp::now(), RECHECK_STEP);
+            .recheck_step(&self.index, &self.peers, Timestamp::now(), RECHECK_STEP);
     }
 }
 

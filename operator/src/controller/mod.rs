@@ -9,11 +9,15 @@
 //!      compiled table ──watch (newest only)──▶ publisher task ──▶ table ConfigMaps
 //!                      ◀── ReadBack / Published / Failed ───┘
 //!      status of each changed object, judged against what is *published* (P5)
-//!                 ──▶ status::Ledger ──▶ StatusQueue ──▶ status writer task ──▶ /status, Events
-//!      every status_recheck: each object's watched status against what would be written,
-//!      in steps of 500 objects between the other inputs
+//!                 ──▶ status::Ledger ─────────────┐
 //!      Peer checks the groups need (X4) vs the watched HealthChecks
-//!                 ──▶ PeerChecks ──watch (newest plan)──▶ peer-check writer ──▶ SSA / DELETE
+//!                 ──▶ PeerChecks ─────────────────┼─▶ WriteQueue ──▶ the one writer task
+//!      the engines' shifts (AS13) vs the watched mirrors                (leader only) ──▶
+//!                 ──▶ EngineShifts ───────────────┘     SSA of /status and objects, DELETE,
+//!                                                       Events
+//!      every status_recheck: each object's watched status, then the Peer checks and the
+//!      mirrors, against what would be written, in steps of 500 objects between the other
+//!      inputs
 //! ```
 //!
 //! A new leadership term starts with the publisher reading back the published table: the
@@ -24,14 +28,15 @@
 //! as Events by the leader only.
 //!
 //! ```text
-//!   mod.rs       the loop: its Config, run, run_with
+//!   mod.rs       the loop: its Config, run, run_with (the tasks beside it), drive
 //!   watches.rs   every watch the operator needs, merged into one stream of inputs
 //!   control.rs   the loop's state and what each input does to it (terms, feedback, compiles)
 //! ```
 //!
 //! Beside it: the index ([`crate::index`]), the table publisher ([`crate::publish`]), the
-//! statuses and their writer ([`crate::status`]), the Peer checks ([`crate::peers`]), the metrics ([`crate::metrics`]) and the
-//! readiness ([`crate::readiness`]).
+//! statuses ([`crate::status`]), the Peer checks ([`crate::peers`]), the mirrors
+//! ([`crate::engine_shifts`]), the one writer of all three ([`crate::writes`]), the metrics
+//! ([`crate::metrics`]) and the readiness ([`crate::readiness`]).
 
 mod control;
 mod watches;
@@ -46,6 +51,7 @@ use futures::{FutureExt, Stream, StreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{Api, Client};
 use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior};
 use tracing::Instrument;
 
@@ -53,10 +59,10 @@ use crate::engine_shifts::EngineShifts;
 pub use crate::index::{Index, Input};
 pub use crate::metrics::OperatorMetrics;
 use crate::peers::PeerChecks;
-use crate::publish::{PublishRequest, Publisher};
+use crate::publish::{PublishFeedback, PublishRequest, Publisher};
 pub use crate::readiness::Readiness;
-use crate::status::{self, Ledger, StatusQueue, WriterConfig};
-use crate::writes;
+use crate::status::Ledger;
+use crate::writes::{self, WriteQueue, WriterConfig};
 use healthroute_api::METRIC_EVALUATOR;
 use healthroute_checker::{Checker, CheckerEvent, TargetPolicy};
 
@@ -74,7 +80,8 @@ pub struct Config {
     /// A compile follows a change at once after a quiet spell, and at most once per
     /// `debounce` under a stream of changes.
     pub debounce: Duration,
-    /// The status writer: concurrency, timeout per request, and this replica's name.
+    /// The one writer (statuses, Peer checks, mirrors): concurrency, timeout per request, and
+    /// this replica's name.
     pub status: WriterConfig,
     /// How often the leader compares every object's status, as watched, with what it would
     /// write, and writes again what another writer changed.
@@ -132,70 +139,134 @@ pub async fn run(
 }
 
 /// Runs the control loop on `inputs` (the cluster's watches, or a test's), with the table
-/// publisher and the status writer beside it, until `shutdown` turns true.
+/// publisher and the one writer beside it, until `shutdown` turns true.
 pub async fn run_with(
     client: Client,
     config: Config,
     inputs: impl Stream<Item = Input> + Send + Unpin,
-    mut leader: watch::Receiver<bool>,
+    leader: watch::Receiver<bool>,
     metrics: OperatorMetrics,
     readiness: Arc<Readiness>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) {
-    let (requests_tx, requests_rx) = watch::channel(PublishRequest::default());
-    let (feedback_tx, mut feedback) = mpsc::unbounded_channel();
-    let mut publisher = Publisher::new(
-        Api::<ConfigMap>::namespaced(client.clone(), &config.namespace),
-        config.shards,
-    );
-    let mut key_follower = None;
-    if let Some(key) = config.push_key.clone() {
-        let keys: Arc<healthroute_table::push::PushKeys> = key.into();
-        if let Some(path) = config.push_key_file.clone() {
-            key_follower = Some(tokio::spawn(
-                {
-                    let keys = keys.clone();
-                    healthroute_admin::key_file::follow(
-                        path,
-                        healthroute_table::push::KEY_FILE_CHECK,
-                        "push key",
-                        move |read| keys.take_file(read),
-                    )
-                }
-                .instrument(tracing::info_span!("push_key_file")),
-            ));
-        }
-        publisher = publisher.with_pusher(crate::push::Pusher::new(keys, metrics.pushes.clone()));
-    }
-    if let Some(account) = &config.owner_service_account {
-        publisher = publisher.with_owner(account, crate::LEADER_LEASE);
-    }
-    let publisher_task = tokio::spawn(
-        crate::publish::run_publisher(
-            publisher,
-            requests_rx,
-            feedback_tx,
-            metrics.publisher.clone(),
-        )
-        .instrument(tracing::info_span!("publisher", namespace = %config.namespace)),
-    );
-    let queue = StatusQueue::default();
-    let (writer_leader_tx, writer_leader) = watch::channel(false);
+    let (publisher, requests, feedback) = PublisherTask::spawn(&client, &config, &metrics);
+    // Statuses, Peer checks (X4) and the engines' shifts' mirrors (AS13): one queue, one
+    // leader-gated writer.
+    let queue = WriteQueue::default();
+    let (writer_leader, writer_leading) = watch::channel(false);
     let writer_task = tokio::spawn(
-        status::run_writer(
+        writes::run(
             client.clone(),
             queue.clone(),
-            writer_leader,
-            metrics.status.clone(),
+            writer_leading,
+            metrics.writes(),
             config.status.clone(),
             shutdown.clone(),
         )
-        .instrument(tracing::info_span!("status_writer")),
+        .instrument(tracing::info_span!("writer")),
     );
+    let (evaluator, evaluations) = metric_evaluator(&client, &config, &metrics);
+    let control = Control::new(
+        &config,
+        Some(evaluator),
+        requests,
+        Ledger::new(queue.clone(), metrics.status.clone()),
+        (
+            PeerChecks::new(queue.clone(), metrics.peers.clone()),
+            EngineShifts::new(queue),
+        ),
+        &metrics,
+        readiness,
+    );
+    let wakers = Wakers {
+        leader,
+        writer_leader,
+        feedback,
+        evaluations,
+        shutdown,
+    };
+    drive(control, inputs, wakers, &config).await; // drops the control: closes the requests
+    publisher.stopped().await;
+    let _ = writer_task.await;
+}
 
-    // H14: the leader evaluates Metric checks, once for the cluster; its views reach the
-    // compiler here, in memory, and its last evaluation goes out with the check's status.
-    let (evaluations_tx, mut evaluations) = mpsc::channel(1024);
+/// The table publisher's task and the push key's follower.
+struct PublisherTask {
+    task: JoinHandle<()>,
+    key_follower: Option<JoinHandle<()>>,
+}
+
+impl PublisherTask {
+    /// Starts the publisher of `config.namespace`'s table ConfigMaps (with its pusher and the
+    /// owner of what it creates, when configured); with its requests and its feedback.
+    fn spawn(
+        client: &Client,
+        config: &Config,
+        metrics: &OperatorMetrics,
+    ) -> (
+        Self,
+        watch::Sender<PublishRequest>,
+        mpsc::UnboundedReceiver<PublishFeedback>,
+    ) {
+        let (requests, requests_rx) = watch::channel(PublishRequest::default());
+        let (feedback_tx, feedback) = mpsc::unbounded_channel();
+        let mut publisher = Publisher::new(
+            Api::<ConfigMap>::namespaced(client.clone(), &config.namespace),
+            config.shards,
+        );
+        let mut key_follower = None;
+        if let Some(key) = config.push_key.clone() {
+            let keys: Arc<healthroute_table::push::PushKeys> = key.into();
+            if let Some(path) = config.push_key_file.clone() {
+                key_follower = Some(tokio::spawn(
+                    {
+                        let keys = keys.clone();
+                        healthroute_admin::key_file::follow(
+                            path,
+                            healthroute_table::push::KEY_FILE_CHECK,
+                            "push key",
+                            move |read| keys.take_file(read),
+                        )
+                    }
+                    .instrument(tracing::info_span!("push_key_file")),
+                ));
+            }
+            publisher =
+                publisher.with_pusher(crate::push::Pusher::new(keys, metrics.pushes.clone()));
+        }
+        if let Some(account) = &config.owner_service_account {
+            publisher = publisher.with_owner(account, crate::LEADER_LEASE);
+        }
+        let task = tokio::spawn(
+            crate::publish::run_publisher(
+                publisher,
+                requests_rx,
+                feedback_tx,
+                metrics.publisher.clone(),
+            )
+            .instrument(tracing::info_span!("publisher", namespace = %config.namespace)),
+        );
+        let this = PublisherTask { task, key_follower };
+        (this, requests, feedback)
+    }
+
+    /// Waits for the publisher to end (its requests are closed), the key's follower stopped.
+    async fn stopped(self) {
+        if let Some(follower) = self.key_follower {
+            follower.abort();
+        }
+        let _ = self.task.await;
+    }
+}
+
+/// H14: the leader evaluates Metric checks, once for the cluster; its views reach the compiler
+/// through the loop, in memory, and its last evaluation goes out with the check's status.
+fn metric_evaluator(
+    client: &Client,
+    config: &Config,
+    metrics: &OperatorMetrics,
+) -> (Checker, mpsc::Receiver<CheckerEvent>) {
+    let (evaluations_tx, evaluations) = mpsc::channel(1024);
     let mut evaluator = Checker::new(
         METRIC_EVALUATOR,
         None,
@@ -205,54 +276,42 @@ pub async fn run_with(
     .metric_checks_only(crate::credentials::secret_credentials(client.clone()));
     evaluator.metrics = metrics.metric_evaluator.clone();
     evaluator.start_heartbeat(Duration::from_secs(1));
+    (evaluator, evaluations)
+}
 
-    // X4: the Peer checks the groups need, written by their own leader-gated task.
-    let (plans_tx, plans) = watch::channel(Vec::new());
-    let peer_writer_task = tokio::spawn(
-        writes::run(
-            client.clone(),
-            plans,
-            writer_leader_tx.subscribe(),
-            metrics.peers.writer.clone(),
-            shutdown.clone(),
-        )
-        .instrument(tracing::info_span!("peer_check_writer")),
-    );
-    // AS13: the engines' shifts as ZonalShifts, by their own leader-gated task.
-    let (shift_plans_tx, shift_plans) = watch::channel(Vec::new());
-    let engine_shift_writer_task = tokio::spawn(
-        writes::run(
-            client.clone(),
-            shift_plans,
-            writer_leader_tx.subscribe(),
-            metrics.autoshift.engine_shift_writes.clone(),
-            shutdown.clone(),
-        )
-        .instrument(tracing::info_span!("engine_shift_writer")),
-    );
+/// What the loop waits on besides the inputs, and the writer's leadership it sets.
+struct Wakers {
+    leader: watch::Receiver<bool>,
+    /// The one writer writes while this is true.
+    writer_leader: watch::Sender<bool>,
+    feedback: mpsc::UnboundedReceiver<PublishFeedback>,
+    evaluations: mpsc::Receiver<CheckerEvent>,
+    shutdown: watch::Receiver<bool>,
+}
 
-    let mut control = Control::new(
-        &config,
-        Some(evaluator),
-        requests_tx,
-        Ledger::new(queue, metrics.status.clone()),
-        (
-            PeerChecks::new(plans_tx, metrics.peers.clone()),
-            EngineShifts::new(shift_plans_tx),
-        ),
-        &metrics,
-        readiness,
-    );
-    let mut inputs = inputs;
+/// The loop: each input, feedback and evaluation into `control`; a compile after a quiet
+/// spell or at most every debounce (and at the compiler's deadline); the re-check's ticks and
+/// steps; until `shutdown` turns true.
+async fn drive(
+    mut control: Control,
+    mut inputs: impl Stream<Item = Input> + Send + Unpin,
+    mut w: Wakers,
+    config: &Config,
+) {
     let mut due: Option<Instant> = None;
     let mut last_compile: Option<Instant> = None;
     let recheck_every = config.status_recheck.max(Duration::from_millis(10));
     let mut recheck = tokio::time::interval_at(Instant::now() + recheck_every, recheck_every);
     recheck.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    if *leader.borrow_and_update() {
+    if *w.leader.borrow_and_update() {
         control.set_leader(true);
-        let _ = writer_leader_tx.send(true);
+        let _ = w.writer_leader.send(true);
     }
+    // A compile is due at once, or after the debounce since the last one.
+    let soon = |last_compile: Option<Instant>| {
+        let earliest = last_compile.map_or(Instant::now(), |t| t + config.debounce);
+        earliest.max(Instant::now())
+    };
     loop {
         // A stream of inputs never holds a compile back by more than the debounce.
         if due.is_some_and(|t| t <= Instant::now()) {
@@ -260,31 +319,30 @@ pub async fn run_with(
             last_compile = Some(Instant::now());
             control.compile();
         }
-        let deadline = control.time_to_deadline().map(|d| Instant::now() + d);
+        let deadline = control.deadline().map(Instant::from_std);
         let wake = match (due, deadline) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
         tokio::select! {
             biased;
-            _ = shutdown.changed() => break,
-            Ok(()) = leader.changed() => {
-                let is_leader = *leader.borrow_and_update();
+            _ = w.shutdown.changed() => break,
+            Ok(()) = w.leader.changed() => {
+                let is_leader = *w.leader.borrow_and_update();
                 tracing::info!(leader = is_leader, "leadership changed");
                 control.set_leader(is_leader);
-                let _ = writer_leader_tx.send(is_leader);
+                let _ = w.writer_leader.send(is_leader);
             }
-            Some(fb) = feedback.recv() => {
+            Some(fb) = w.feedback.recv() => {
                 if control.take_feedback(fb) {
                     due = Some(Instant::now());
                 }
             }
-            Some(event) = evaluations.recv() => {
+            Some(event) = w.evaluations.recv() => {
                 let view = matches!(event, CheckerEvent::View { .. });
                 control.take_evaluation(event);
                 if view {
-                    let earliest = last_compile.map_or(Instant::now(), |t| t + config.debounce);
-                    due.get_or_insert(earliest.max(Instant::now()));
+                    due.get_or_insert(soon(last_compile));
                 }
             }
             Some(input) = inputs.next() => {
@@ -298,8 +356,7 @@ pub async fn run_with(
                 }
                 // A Node's heartbeat changes nothing the compiler reads: no compile for it.
                 if changed {
-                    let earliest = last_compile.map_or(Instant::now(), |t| t + config.debounce);
-                    due.get_or_insert(earliest.max(Instant::now()));
+                    due.get_or_insert(soon(last_compile));
                 }
             }
             _ = recheck.tick() => {
@@ -317,20 +374,12 @@ pub async fn run_with(
                 control.compile();
             }
             // Last, and only while no compile is due (each step is judged against a compile
-            // of everything watched so far): a step of the status re-check. A change that
-            // comes meanwhile waits for one step, not for the whole pass.
+            // of everything watched so far): a step of the re-check. A change that comes
+            // meanwhile waits for one step, not for the whole pass.
             () = std::future::ready(()), if due.is_none() && control.rechecking() => {
                 control.recheck_step();
                 tokio::task::yield_now().await;
             }
         }
     }
-    drop(control); // closes the publisher's requests
-    if let Some(follower) = key_follower {
-        follower.abort();
-    }
-    let _ = publisher_task.await;
-    let _ = writer_task.await;
-    let _ = peer_writer_task.await;
-    let _ = engine_shift_writer_task.await;
 }

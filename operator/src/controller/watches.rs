@@ -23,6 +23,7 @@ use crate::watched::{Lean, SERVICE_NAME_LABEL, unwrap_event};
 use healthroute_admin::retry::{Backoff, ErrorLog};
 use healthroute_api::CHECKER_LABEL;
 use healthroute_api::{HealthCheck, RecordGroup, ZonalAutoshift, ZonalShift};
+use healthroute_table::contract::RESOLVER_LABEL;
 
 /// What a watch does when the API server does not serve its kind (404 on the list).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -120,7 +121,7 @@ where
 }
 
 /// Every watch the operator needs, merged into one stream: the objects it compiles in every
-/// namespace, the Nodes, the checker Leases in `namespace`.
+/// namespace, the Nodes, the checker Leases and the resolvers' registrations in `namespace`.
 pub fn inputs(client: &Client, namespace: &str) -> impl Stream<Item = Input> + Send + use<> {
     inputs_in(client, namespace, None)
 }
@@ -207,6 +208,15 @@ pub fn inputs_in(
             watcher::Config::default().labels(CHECKER_LABEL),
             "Lease",
             Input::Lease,
+        ),
+        // The resolvers' registrations (crate::registry): not compiled, and no compile waits
+        // for them.
+        watch(
+            Api::<Lease>::namespaced(client.clone(), namespace),
+            watcher::Config::default().labels(RESOLVER_LABEL),
+            "ResolverLease",
+            Input::Resolver,
+            Unserved::Wait,
         ),
     ])
 }

@@ -1,10 +1,12 @@
 //! The operator's metrics, one set per component, each its own collector in the process's
 //! prometheus-client registry: the control loop ([`ControlMetrics`]), the table publisher
-//! ([`PublisherMetrics`]), the status path ([`StatusMetrics`]), the Peer checks
-//! ([`PeerMetrics`]), zonal autoshift ([`AutoshiftMetrics`]) and the leader's Metric-check
-//! evaluator (the checker crate's `CheckerMetrics`, exported as the checker
-//! `metric-evaluator`). The numbers are atomics
-//! updated where the work happens and read at each scrape. Whether the replica is ready is not a number: see [`crate::readiness`].
+//! ([`PublisherMetrics`]), the statuses and the one writer ([`StatusMetrics`]; the writer
+//! counts the Peer checks' and the mirrors' writes in their components' families,
+//! [`WriteMetrics`]), the Peer checks ([`PeerMetrics`]), zonal autoshift
+//! ([`AutoshiftMetrics`]) and the leader's Metric-check evaluator (the checker crate's
+//! `CheckerMetrics`, exported as the checker `metric-evaluator`). The numbers are atomics
+//! updated where the work happens and read at each scrape. Whether the replica is ready is not
+//! a number: see [`crate::readiness`].
 
 mod autoshift;
 mod control;
@@ -16,7 +18,7 @@ pub use autoshift::AutoshiftMetrics;
 pub use control::{ControlMetrics, ShiftExpiry};
 pub use peers::PeerMetrics;
 pub use publisher::PublisherMetrics;
-pub use status::StatusMetrics;
+pub use status::{StatusMetrics, WriteCounters, WriteMetrics};
 
 use std::sync::Arc;
 
@@ -41,6 +43,15 @@ pub struct OperatorMetrics {
 }
 
 impl OperatorMetrics {
+    /// What the one writer counts: statuses, Peer checks, mirrors.
+    pub fn writes(&self) -> WriteMetrics {
+        WriteMetrics {
+            status: self.status.clone(),
+            peer_checks: self.peers.writer.clone(),
+            engine_shifts: self.autoshift.engine_shift_writes.clone(),
+        }
+    }
+
     /// Registers each component's collector with the process's registry.
     pub fn register(&self, registry: &mut Registry) {
         registry.register_collector(Box::new(self.control.clone()));
@@ -161,7 +172,7 @@ mod tests {
         use healthroute_compiler::AutoshiftEvent;
         let metrics = OperatorMetrics::default();
         let config = ObjectKey::new("shop", "frontend");
-        metrics.autoshift.count(&[
+        metrics.autoshift.engines.count(&[
             AutoshiftEvent::PracticeRunEnded {
                 config: config.clone(),
                 zone: "zone-b".into(),
@@ -182,6 +193,7 @@ mod tests {
         ]);
         metrics
             .autoshift
+            .engines
             .set_active([("zone-a".to_owned(), 1)].into_iter().collect());
         let text = |m: &OperatorMetrics| {
             let mut registry = Registry::default();
@@ -204,14 +216,14 @@ mod tests {
                 "missing {line:?} in\n{shown}"
             );
         }
-        metrics.autoshift.set_active(Default::default());
+        metrics.autoshift.engines.set_active(Default::default());
         assert!(
             text(&metrics)
                 .lines()
                 .any(|l| l == r#"healthroute_autoshift_active{zone="zone-a"} 0"#),
             "a zone seen this term ends at 0"
         );
-        metrics.autoshift.clear_active();
+        metrics.autoshift.engines.clear_active();
         assert!(!text(&metrics).contains("healthroute_autoshift_active{"));
     }
 

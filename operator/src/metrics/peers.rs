@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use healthroute_admin::metrics::{Collector, DescriptorEncoder, Exposition};
 
-use crate::writes::WriteCounters;
+use super::WriteCounters;
 
 #[derive(Debug, Default)]
 pub struct PeerMetrics {

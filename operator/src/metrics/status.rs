@@ -1,6 +1,9 @@
-//! The status path's numbers: patches written and failed, the backlog, Events recorded, and
-//! statuses repaired after another writer changed them.
+//! The writer's numbers: status patches written and failed, the backlog, Events recorded,
+//! and what the periodic re-check repaired after another writer changed it (statuses, Peer
+//! checks, mirrors); the Peer checks' and the mirrors' writes are counted by the one writer
+//! too, in their components' families ([`WriteCounters`], [`WriteMetrics`]).
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use healthroute_admin::metrics::{Collector, DescriptorEncoder, Exposition};
@@ -12,13 +15,42 @@ pub struct StatusMetrics {
     /// Objects whose newest status waits to be written (queued or in flight).
     pub backlog: AtomicU64,
     pub events_recorded: AtomicU64,
-    /// Statuses the periodic re-check found changed on the server, and queued again.
+    /// Statuses, Peer checks and mirrors the periodic re-check found changed on the server
+    /// (or gone), and queued again.
     pub repairs: AtomicU64,
+}
+
+/// The writes of one kind of object the leader derives (Peer checks, mirrors), for the
+/// metrics of the component that owns them.
+#[derive(Debug, Default)]
+pub struct WriteCounters {
+    pub writes: AtomicU64,
+    pub write_errors: AtomicU64,
+    /// Writes not yet done (queued, in flight, or waiting out a backoff).
+    pub pending: AtomicU64,
+}
+
+impl WriteCounters {
+    pub fn get(counter: &AtomicU64) -> u64 {
+        counter.load(Ordering::Relaxed)
+    }
+}
+
+/// What the one writer counts, each kind in its component's families.
+#[derive(Debug, Default, Clone)]
+pub struct WriteMetrics {
+    pub status: Arc<StatusMetrics>,
+    pub peer_checks: Arc<WriteCounters>,
+    pub engine_shifts: Arc<WriteCounters>,
 }
 
 impl StatusMetrics {
     pub fn add(counter: &AtomicU64, n: u64) {
         counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub fn set(counter: &AtomicU64, n: u64) {
+        counter.store(n, Ordering::Relaxed);
     }
 
     pub fn set_backlog(&self, n: usize) {
@@ -48,7 +80,7 @@ impl Collector for StatusMetrics {
             ),
             (
                 "healthroute_operator_status_repairs_total",
-                "Statuses found changed by another writer at the periodic re-check, and written again.",
+                "Statuses, Peer checks and engine-shift mirrors found changed by another writer at the periodic re-check, and written again.",
                 &self.repairs,
             ),
         ] {

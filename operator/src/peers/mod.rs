@@ -7,58 +7,63 @@
 //! ```text
 //!  compile (leader) ──▶ PeerChecks::after_compile: only when a group or a check changed
 //!       Desired (the checks of the groups that changed derived again) ─┐
-//!       watched HealthChecks ──────────────────────────────────────────┴▶ plan ──▶ the writes
-//!            ──watch (newest plan only, sent when it differs)──▶ writer task ──▶ SSA / DELETE
+//!       watched HealthChecks ──────────────────────────────────────────┴▶ plan: typed
+//!            HealthChecks to apply, uids to delete ──▶ Handover (only the writes that
+//!            changed) ──▶ WriteQueue ──▶ the one writer (crate::writes) ──▶ SSA / DELETE
+//!  the status re-check (status::Ledger) ──▶ PeerChecks::wanted: the same plan, against the
+//!       checks as watched; what another writer changed or deleted is queued again
 //! ```
 //!
 //! A check of that name without the label [`PEER_CHECK_LABEL`] is the user's (to tune its
 //! interval or thresholds): it is used as it is, never changed or deleted.
 //!
-//! ```text
-//!   plan.rs     desired checks and the writes that reach them, pure
-//!   writer.rs   how one write is sent (the leader-only task is crate::writes)
-//! ```
+//! The plan is pure (`plan.rs`: the desired checks and the writes that reach them); this
+//! file keeps what the control loop needs between compiles.
 
 mod plan;
-mod writer;
 
-pub use plan::{
-    Desired, DesiredCheck, Owner, PEER_CHECK_LABEL, PEER_FIELD_MANAGER, PeerWrite, is_operators,
-    plan,
-};
+pub use crate::writes::{PEER_FIELD_MANAGER, PeerWrite};
+pub use plan::{Desired, DesiredCheck, Owner, PEER_CHECK_LABEL, is_operators, plan};
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use tokio::sync::watch;
-
 use crate::index::Index;
 use crate::metrics::PeerMetrics;
+use crate::writes::{Handover, WriteKind, WriteQueue};
 use healthroute_compiler::ObjectKey;
 
 /// The control loop's side of the Peer checks: what changed since the last plan, the checks
-/// the groups need, and the channel to the writer.
+/// the groups need, and what was handed to the writer.
 pub struct PeerChecks {
     /// The RecordGroups that changed since the last plan: their checks are derived again.
     groups_changed: Changed,
     /// A HealthCheck changed: the plan must be made again.
     checks_changed: bool,
     desired: Desired,
-    plans: watch::Sender<Vec<PeerWrite>>,
+    queue: WriteQueue,
+    handed: Handover<PeerWrite>,
     metrics: Arc<PeerMetrics>,
 }
 
 impl PeerChecks {
-    /// With the channel the writer task reads.
-    pub fn new(plans: watch::Sender<Vec<PeerWrite>>, metrics: Arc<PeerMetrics>) -> Self {
+    /// With the queue of the one writer.
+    pub fn new(queue: WriteQueue, metrics: Arc<PeerMetrics>) -> Self {
         PeerChecks {
             groups_changed: Changed::All,
             checks_changed: true,
             desired: Desired::default(),
-            plans,
+            queue,
+            handed: Handover::new(WriteKind::PeerCheck),
             metrics,
         }
+    }
+
+    /// The writes that bring the checks as watched to what the groups need now (the
+    /// re-check's side: nothing is queued here).
+    pub fn wanted(&self, index: &Index) -> Vec<PeerWrite> {
+        plan(self.desired.checks(), &index.checks)
     }
 
     /// A RecordGroup changed what is compiled of it (or its uid): that one, by its key, or
@@ -77,21 +82,15 @@ impl PeerChecks {
         self.checks_changed = true;
     }
 
-    /// A new term plans from scratch; a follower sends nothing (its plan is emptied).
-    pub fn new_term(&mut self, leading: bool) {
+    /// A new term plans from scratch (the queue starts it empty); a follower sends nothing.
+    pub fn new_term(&mut self, _leading: bool) {
         self.groups_changed = Changed::All;
         self.checks_changed = true;
-        if !leading {
-            self.plans.send_if_modified(|p| {
-                let had = !p.is_empty();
-                p.clear();
-                had
-            });
-        }
+        self.handed.clear();
     }
 
     /// After a compile of a complete index, as the leader: plans again when something changed,
-    /// and hands the plan to the writer when it differs from the last one.
+    /// and queues the writes that differ from those last handed over.
     pub fn after_compile(&mut self, index: &Index) {
         let uid = |key: &ObjectKey| index.groups.get(key)?.uid.clone();
         let groups_changed = match std::mem::take(&mut self.groups_changed) {
@@ -116,14 +115,9 @@ impl PeerChecks {
             return;
         }
         self.checks_changed = false;
-        let writes = plan(self.desired.checks(), &index.checks);
-        self.plans.send_if_modified(|p| {
-            let changed = *p != writes;
-            if changed {
-                *p = writes;
-            }
-            changed
-        });
+        let writes = self.wanted(index);
+        let plan = writes.into_iter().map(|w| (w.key().clone(), w)).collect();
+        self.handed.plan(&self.queue, plan);
     }
 }
 

@@ -1,12 +1,14 @@
 //! What the leader wants on the server for peer sources, as pure functions over the index:
 //! the Peer checks the RecordGroups need ([`Desired`]) and the writes that bring the watched
-//! HealthChecks there ([`plan`]). No client, no `.await`: the writer task sends the writes.
+//! HealthChecks there ([`plan`]), each a typed [`HealthCheck`]. No client, no `.await`: the
+//! one writer ([`crate::writes`]) sends the writes.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use kube::Resource;
-use serde_json::{Value as Json, json};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::{Resource, ResourceExt};
 
+use crate::writes::PeerWrite;
 use healthroute_api::{HealthCheck, HealthCheckSpec, RecordGroup, RecordGroupSpec};
 use healthroute_compiler::ObjectKey;
 use healthroute_compiler::peer::derived_checks;
@@ -14,10 +16,6 @@ use healthroute_compiler::peer::derived_checks;
 /// The label on every HealthCheck the operator creates for a peer source. A check of the
 /// same name without it is the user's: the operator neither changes nor deletes it.
 pub const PEER_CHECK_LABEL: &str = "healthroute.io/peer-check";
-
-/// The field manager of the operator's Peer checks (apart from the statuses it writes, so
-/// that `kubectl get --show-managed-fields` tells the two apart).
-pub const PEER_FIELD_MANAGER: &str = "healthroute-operator/peers";
 
 /// A RecordGroup that needs a Peer check: the check's owner, so that garbage collection
 /// removes the check with the last group that names it.
@@ -160,23 +158,6 @@ fn owners(groups: &BTreeSet<ObjectKey>, uid: impl Fn(&ObjectKey) -> Option<Strin
     owners
 }
 
-/// One write the writer task sends.
-#[derive(Debug, Clone, PartialEq)]
-pub enum PeerWrite {
-    /// Server-side apply of the whole check under [`PEER_FIELD_MANAGER`].
-    Apply { key: ObjectKey, body: Json },
-    /// Delete the check, only if it is still the object seen (its uid).
-    Delete { key: ObjectKey, uid: Option<String> },
-}
-
-impl PeerWrite {
-    pub fn key(&self) -> &ObjectKey {
-        match self {
-            PeerWrite::Apply { key, .. } | PeerWrite::Delete { key, .. } => key,
-        }
-    }
-}
-
 /// Whether the operator created this check (and so may change or delete it).
 pub fn is_operators(check: &HealthCheck) -> bool {
     check
@@ -188,8 +169,9 @@ pub fn is_operators(check: &HealthCheck) -> bool {
 }
 
 /// The writes that bring the watched checks to `desired`: a missing check, or one of the
-/// operator's that differs (spec, owners), is applied; one of the operator's that no group
-/// needs is deleted; a check of that name the user made (no label) is used as it is.
+/// operator's that differs (spec, owners; compared typed), is applied; one of the operator's
+/// that no group needs is deleted; a check of that name the user made (no label) is used as it
+/// is.
 pub fn plan(
     desired: &BTreeMap<ObjectKey, DesiredCheck>,
     checks: &BTreeMap<ObjectKey, HealthCheck>,
@@ -204,7 +186,7 @@ pub fn plan(
         if !up_to_date {
             writes.push(PeerWrite::Apply {
                 key: key.clone(),
-                body: body(key, want),
+                check: Box::new(desired_check(key, want)),
             });
         }
     }
@@ -237,37 +219,34 @@ fn owners_of(check: &HealthCheck) -> Vec<Owner> {
     owners
 }
 
-/// The body of the check's server-side apply: its label, its owners and its spec.
-/// `blockOwnerDeletion` is not set: it would need rights on the groups' finalizers, and a
-/// group's deletion has nothing to wait for.
-fn body(key: &ObjectKey, want: &DesiredCheck) -> Json {
-    let owners: Vec<Json> = want
-        .owners
-        .iter()
-        .map(|o| {
-            json!({
-                "apiVersion": RecordGroup::api_version(&()),
-                "kind": RecordGroup::kind(&()),
-                "name": o.name,
-                "uid": o.uid,
+/// The check as the leader wants it: its label, its owners and its spec. `blockOwnerDeletion`
+/// is not set: it would need rights on the groups' finalizers, and a group's deletion has
+/// nothing to wait for.
+fn desired_check(key: &ObjectKey, want: &DesiredCheck) -> HealthCheck {
+    let mut check = HealthCheck::new(&key.name, want.spec.clone());
+    check.metadata.namespace = Some(key.namespace.to_string());
+    check
+        .labels_mut()
+        .insert(PEER_CHECK_LABEL.into(), "true".into());
+    check.metadata.owner_references = Some(
+        want.owners
+            .iter()
+            .map(|o| OwnerReference {
+                api_version: RecordGroup::api_version(&()).into_owned(),
+                kind: RecordGroup::kind(&()).into_owned(),
+                name: o.name.clone(),
+                uid: o.uid.clone(),
+                ..OwnerReference::default()
             })
-        })
-        .collect();
-    json!({
-        "apiVersion": HealthCheck::api_version(&()),
-        "kind": HealthCheck::kind(&()),
-        "metadata": {
-            "name": key.name,
-            "namespace": key.namespace,
-            "labels": {PEER_CHECK_LABEL: "true"},
-            "ownerReferences": owners,
-        },
-        "spec": want.spec,
-    })
+            .collect(),
+    );
+    check
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::{Value as Json, json};
+
     use super::*;
 
     /// The Peer checks of `groups`, derived from all of them.
@@ -311,15 +290,20 @@ mod tests {
 
     /// The check as the API server would hold it after `write` was applied.
     fn applied(write: &PeerWrite, uid: &str) -> (ObjectKey, HealthCheck) {
-        let PeerWrite::Apply { key, body } = write else {
+        let PeerWrite::Apply { key, check } = write else {
             panic!("not an apply: {write:?}");
         };
-        let mut body = body.clone();
-        body["metadata"]["uid"] = json!(uid);
-        (
-            key.clone(),
-            serde_json::from_value(body).expect("a valid HealthCheck"),
-        )
+        let mut check = check.as_ref().clone();
+        check.metadata.uid = Some(uid.into());
+        (key.clone(), check)
+    }
+
+    /// The body of an apply as the writer sends it: the typed check, encoded.
+    fn sent_body(write: &PeerWrite) -> Json {
+        let PeerWrite::Apply { check, .. } = write else {
+            panic!("an apply: {write:?}");
+        };
+        serde_json::to_value(check.as_ref()).expect("encodes")
     }
 
     const CHECK: &str = "peer.west.shop.api";
@@ -338,9 +322,7 @@ mod tests {
         assert_eq!(want.keys().collect::<Vec<_>>(), [&key]);
         let writes = plan(&want, &BTreeMap::new());
         assert_eq!(writes.len(), 1);
-        let PeerWrite::Apply { body, .. } = &writes[0] else {
-            panic!("an apply");
-        };
+        let body = sent_body(&writes[0]);
         assert_eq!(body["metadata"]["labels"][PEER_CHECK_LABEL], "true");
         assert_eq!(body["spec"]["type"], "Peer");
         assert_eq!(
@@ -355,6 +337,16 @@ mod tests {
                 {"apiVersion": "healthroute.io/v1alpha1", "kind": "RecordGroup", "name": "b", "uid": "uid-b"},
             ])
         );
+        // The body the JSON-built writer sent, field for field (the same fields owned).
+        assert_eq!(
+            body,
+            json!({
+                "apiVersion": "healthroute.io/v1alpha1", "kind": "HealthCheck",
+                "metadata": {"name": CHECK, "namespace": "shop",
+                             "labels": {PEER_CHECK_LABEL: "true"}, "ownerReferences": owners},
+                "spec": want[&key].spec,
+            })
+        );
 
         let mut checks: BTreeMap<_, _> = [applied(&writes[0], "uid-check")].into();
         assert_eq!(plan(&want, &checks), [], "applied as wanted: nothing to do");
@@ -363,9 +355,7 @@ mod tests {
         let want = desired(&gs);
         let writes = plan(&want, &checks);
         assert_eq!(writes.len(), 1);
-        let PeerWrite::Apply { body, .. } = &writes[0] else {
-            panic!("an apply");
-        };
+        let body = sent_body(&writes[0]);
         assert_eq!(body["metadata"]["ownerReferences"][0]["name"], "a");
         assert_eq!(
             body["metadata"]["ownerReferences"].as_array().map(Vec::len),

@@ -13,7 +13,6 @@ use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::Resource;
 use kube::api::ApiResource;
-use serde_json::Value as Json;
 
 use healthroute_api::{
     HealthCheck, HealthCheckStatus, ObjectKey, RecordGroup, RecordGroupStatus, ZonalAutoshift,
@@ -74,16 +73,6 @@ impl Status {
             Status::RecordGroup(_) => StatusKind::RecordGroup,
             Status::ZonalShift(_) => StatusKind::ZonalShift,
             Status::ZonalAutoshift(_) => StatusKind::ZonalAutoshift,
-        }
-    }
-
-    /// The `status` of the apply body.
-    pub fn to_json(&self) -> Result<Json, serde_json::Error> {
-        match self {
-            Status::HealthCheck(s) => serde_json::to_value(s),
-            Status::RecordGroup(s) => serde_json::to_value(s),
-            Status::ZonalShift(s) => serde_json::to_value(s),
-            Status::ZonalAutoshift(s) => serde_json::to_value(s),
         }
     }
 
@@ -411,7 +400,7 @@ mod tests {
     #[test]
     fn the_checkers_entries_and_sub_second_times_make_no_difference() {
         let evaluated = |nanos: i32| MetricStatus {
-            state: "OK".into(),
+            state: healthroute_api::MetricState::Ok,
             value: Some("no samples".into()),
             error: None,
             last_evaluated: Some(Time(

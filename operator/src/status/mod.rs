@@ -8,12 +8,14 @@
 //!  publisher feedback ─────────┘     │       events: one Notice per fact (old → new)
 //!    (Published: what is served, P5) │ typed StatusUpdate (HealthCheckStatus, RecordGroupStatus,
 //!                                    ▼                     ZonalShiftStatus)
-//!                              StatusQueue: newest per object, backoff per object
+//!                              the one writer (`writes`, with the Peer checks and the
+//!                              mirrors): WriteQueue, newest per object, backoff per object
 //!                                    ▼
 //!                              writer task (leader only) ── JSON ──▶ server-side apply
 //!                                                                     of /status, then Events
-//!  every --status-recheck-interval: Ledger::recheck compares each watched object's status
-//!  with what it would write, and queues again what another writer changed
+//!  every --status-recheck-interval: Ledger::recheck compares each watched object's status,
+//!  each Peer check and each mirror with what the leader would write, and queues again what
+//!  another writer changed
 //! ```
 //!
 //! A ZonalAutoshift's status is what its engine decided, and more than a report: it is the
@@ -31,8 +33,7 @@
 //!   build.rs       the status of each kind, as pure functions
 //!   events.rs      the Events between two statuses
 //!   published.rs   what the resolvers can assemble (the table, served_since, the error)
-//!   ledger.rs      the term's statuses: what waits, what was sent, the re-check
-//!   writer.rs      the queue and the writer task
+//!   ledger/        the term's statuses: what waits, what was sent, the re-check
 //! ```
 
 pub mod build;
@@ -41,7 +42,6 @@ pub mod events;
 mod kind;
 mod ledger;
 mod published;
-mod writer;
 
 pub use build::{
     Publication, UNINSTALLED, health_check, record_group, record_group_not_served, zonal_autoshift,
@@ -51,4 +51,3 @@ pub use conditions::{Desired, condition_reasons, merge_conditions, types};
 pub use events::{Notice, Related, autoshift_notice, event_reasons, group_events, shift_events};
 pub use kind::{OwnStatus, Status, StatusKey, StatusKind};
 pub use ledger::Ledger;
-pub use writer::{StatusQueue, StatusUpdate, WriterConfig, run as run_writer};

@@ -13,11 +13,11 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use healthroute_table::contract::ReadBack;
 use healthroute_table::{CompiledGroup, DiffItem, GroupKey, RoutingTable, Value};
 
 use super::build::Publication;
 use crate::index::Index;
-use crate::publish::ReadBack;
 use healthroute_compiler::ObjectKey;
 
 #[derive(Debug, Default)]

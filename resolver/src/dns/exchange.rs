@@ -81,8 +81,8 @@ pub fn peer_answer(table: Option<&RoutingTable<Value>>, namespace: &str, name: &
         // No table yet (a resolver still serving its disk copy): nothing to vouch for.
         return PeerAnswer::NothingHealthy;
     };
-    let key = format!("{namespace}/{name}");
-    let Some(group) = table.groups.get(key.as_str()) else {
+    let key = healthroute_api::ObjectKey::new(namespace, name).group_key();
+    let Some(group) = table.groups.get(&key) else {
         return PeerAnswer::NoSuchGroup;
     };
     if group.last_resort {
@@ -91,20 +91,12 @@ pub fn peer_answer(table: Option<&RoutingTable<Value>>, namespace: &str, name: &
     let values: Vec<PeerValue> = table
         .candidate_values(group)
         .into_iter()
-        .map(|v| PeerValue::new(v.record_type().as_str(), presentation(v)))
+        .map(|v| PeerValue::from(v.clone()))
         .collect();
     if values.is_empty() {
         PeerAnswer::NothingHealthy
     } else {
         PeerAnswer::Healthy(values)
-    }
-}
-
-/// A value as a RecordGroup writes it, which `Value::parse` reads back.
-fn presentation(v: &Value) -> String {
-    match v {
-        Value::Txt(text) => text.clone(),
-        other => other.to_string(),
     }
 }
 
@@ -290,8 +282,8 @@ mod tests {
         assert_eq!(
             peer_answer(Some(&table), "shop", "api"),
             PeerAnswer::Healthy(vec![
-                PeerValue::new("A", "192.0.2.1"),
-                PeerValue::new("A", "192.0.2.2")
+                PeerValue::from(Value::A([192, 0, 2, 1].into())),
+                PeerValue::from(Value::A([192, 0, 2, 2].into()))
             ])
         );
         assert_eq!(

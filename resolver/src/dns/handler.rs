@@ -67,19 +67,7 @@ impl RequestHandler for DnsHandler {
         }
         let queries = request.queries.queries();
         response.qtype = queries.first().map_or(RecordType::NULL, |q| q.query_type());
-        // D10: an EDNS version we do not speak, before anything else (RFC 6891 6.1.3), with
-        // our OPT of version 0 (hickory writes the extended code's high bits into it).
-        let bad = if request.edns.as_ref().is_some_and(|e| e.version() > 0) {
-            Some(ResponseCode::BADVERS)
-        } else if request.metadata.op_code != OpCode::Query {
-            // D11: NOTIFY, UPDATE, IQUERY, STATUS...: the question echoed, no records.
-            Some(ResponseCode::NotImp)
-        } else if queries.len() != 1 || request.metadata.message_type != MessageType::Query {
-            Some(ResponseCode::FormErr)
-        } else {
-            None
-        };
-        if let Some(code) = bad {
+        if let Some(code) = not_a_query(request) {
             return response
                 .send(builder.error_msg(&request.metadata, code))
                 .await;
@@ -118,48 +106,7 @@ impl RequestHandler for DnsHandler {
         metadata.authoritative = zone.is_some();
         let none: [&Record; 0] = [];
         match outcome {
-            Outcome::NotServed => match &self.shared.upstream {
-                None => {
-                    response
-                        .send(builder.error_msg(&request.metadata, ResponseCode::Refused))
-                        .await
-                }
-                Some(upstream) => {
-                    self.shared
-                        .metrics
-                        .forwarded
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    match upstream
-                        .forward(request.as_slice(), request.protocol())
-                        .await
-                    {
-                        Ok(reply) => {
-                            let mut meta = reply.metadata;
-                            meta.id = request.metadata.id;
-                            meta.message_type = MessageType::Response;
-                            meta.truncation = false;
-                            let msg = builder.build(
-                                meta,
-                                reply.answers.iter(),
-                                reply.authorities.iter(),
-                                none,
-                                reply.additionals.iter(),
-                            );
-                            response.send(msg).await
-                        }
-                        Err(e) => {
-                            tracing::debug!(error = %e, "upstream failed");
-                            self.shared
-                                .metrics
-                                .upstream_failures
-                                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                            response
-                                .send(builder.error_msg(&request.metadata, ResponseCode::ServFail))
-                                .await
-                        }
-                    }
-                }
-            },
+            Outcome::NotServed => self.forward(request, builder, response).await,
             served => {
                 let owner = query.original().name().clone();
                 let (answers, authority) = records(&table, &served, &owner);
@@ -175,6 +122,76 @@ impl RequestHandler for DnsHandler {
                 response.send(msg).await
             }
         }
+    }
+}
+
+impl DnsHandler {
+    /// D5: a question outside every served zone goes to the upstream, when there is one, and
+    /// its answer back (SERVFAIL when it fails); REFUSED without one.
+    async fn forward<R: ResponseHandler>(
+        &self,
+        request: &Request,
+        builder: MessageResponseBuilder<'_>,
+        response: Recorder<'_, R>,
+    ) -> ResponseInfo {
+        let Some(upstream) = &self.shared.upstream else {
+            return response
+                .send(builder.error_msg(&request.metadata, ResponseCode::Refused))
+                .await;
+        };
+        self.shared
+            .metrics
+            .forwarded
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        match upstream
+            .forward(request.as_slice(), request.protocol())
+            .await
+        {
+            Ok(reply) => {
+                let mut meta = reply.metadata;
+                meta.id = request.metadata.id;
+                meta.message_type = MessageType::Response;
+                meta.truncation = false;
+                let none: [&Record; 0] = [];
+                let msg = builder.build(
+                    meta,
+                    reply.answers.iter(),
+                    reply.authorities.iter(),
+                    none,
+                    reply.additionals.iter(),
+                );
+                response.send(msg).await
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "upstream failed");
+                self.shared
+                    .metrics
+                    .upstream_failures
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                response
+                    .send(builder.error_msg(&request.metadata, ResponseCode::ServFail))
+                    .await
+            }
+        }
+    }
+}
+
+/// The response code of a request that is not one question we answer, checked before
+/// anything else in this order: an EDNS version we do not speak (D10, RFC 6891 6.1.3; our OPT
+/// of version 0 goes with it, hickory writes the extended code's high bits into it), an
+/// opcode other than QUERY (D11: NOTIFY, UPDATE, IQUERY, STATUS...: the question echoed, no
+/// records), not exactly one question or not a query (FORMERR).
+fn not_a_query(request: &Request) -> Option<ResponseCode> {
+    if request.edns.as_ref().is_some_and(|e| e.version() > 0) {
+        Some(ResponseCode::BADVERS)
+    } else if request.metadata.op_code != OpCode::Query {
+        Some(ResponseCode::NotImp)
+    } else if request.queries.queries().len() != 1
+        || request.metadata.message_type != MessageType::Query
+    {
+        Some(ResponseCode::FormErr)
+    } else {
+        None
     }
 }
 

@@ -3,7 +3,8 @@
 //! ```text
 //!   wire        names, messages and EDNS as bytes (no table, no state)
 //!   counters    the answer counters a serving table adds to (M1)
-//!   serving     the serving table: the compiled table as answers ready to copy
+//!   serving/    the serving table: the compiled table as answers ready to copy (zones,
+//!               groups, the name index, the build from the table before, the lookup)
 //!   forward     queries outside the served zones, to one upstream (D5)
 //!   metrics     query counters and the /metrics text
 //!   state       the snapshot every query reads: table, upstream, metrics, draining

@@ -1,26 +1,27 @@
-//! The resolver in a cluster: the published table as its source, and its checker writing
-//! views and heartbeats.
+//! The resolver in a cluster: the published table as its source, its registration, and its
+//! checker writing views and heartbeats.
 //!
 //! ```text
 //!   ConfigMaps (label healthroute.io/table) ──watch──▶ Assembler ──complete, newer set──▶ watch<table>
 //!     (manifest, shards, deltas: each event decodes only its own object, P11)      ▲
 //!   the leader's pushed deltas (P12) ──push listener, signature verified──────────┘
+//!   every second ──▶ SSA Lease healthroute-resolver-<me> (its registration, with or without a
+//!                    checker: the generation this resolver serves, where the leader pushes)
 //!   HealthChecks ──watch──▶ Checker::sync ──views──▶ SSA HealthCheck/status checkers[<me>]
 //!                                          └─heartbeat──▶ SSA Lease healthroute-checker-<me>
-//!                                               (with the generation this resolver serves,
-//!                                                and where the leader pushes deltas)
 //! ```
 //!
 //! The resolver only reads the table (get/list/watch ConfigMaps) and only writes its own
-//! status entries and its own Lease, each under its own field manager (P3). When the API
+//! status entries and its own Leases, each under its own field manager (P3). When the API
 //! server is unreachable it keeps serving the last table it assembled (P2); when it is back,
 //! the watches resume within about a second (bounded backoff). The generation it serves only
-//! moves forward (P4), and its Lease tells a new operator leader where to continue.
+//! moves forward (P4), and its registration tells a new operator leader where to continue;
+//! the registration's format is the contract's ([`healthroute_table::contract`]).
 //!
-//! A checker's Lease lives as long as its pod (P9): in a cluster it is owned by the Pod
+//! Both Leases live as long as the pod (P9, P13): in a cluster each is owned by the Pod
 //! (`POD_NAME`, `POD_UID` from the downward API), so the garbage collector deletes it when the
-//! pod is gone, and after the drain the checker stops and deletes it itself. Without those
-//! variables (a resolver outside a pod) the Lease has no owner and only the delete removes it.
+//! pod is gone, and after the drain the resolver deletes them itself. Without those variables
+//! (a resolver outside a pod) a Lease has no owner and only the delete removes it.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -28,12 +29,12 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use healthroute_admin::retry::{Backoff, ErrorLog};
-use healthroute_api::{CHECKER_LABEL, SERVED_GENERATION_ANNOTATION};
+use healthroute_api::CHECKER_LABEL;
 use healthroute_api::{GROUP, HealthCheck, HealthCheckSpec, VERSION};
 use healthroute_checker::{Checker, CheckerEvent};
 use healthroute_compiler::ObjectKey;
-use healthroute_table::published::{Assembler, DATA_KEY, TABLE_LABEL};
-use healthroute_table::push::ADDRESS_ANNOTATION;
+use healthroute_table::contract::{self, DATA_KEY, Registration, TABLE_LABEL};
+use healthroute_table::published::Assembler;
 use healthroute_table::{RoutingTable, Value};
 use hyper::body::Bytes;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -139,18 +140,14 @@ pub fn field_manager(checker: &str) -> String {
     format!("healthroute-checker-{checker}")
 }
 
-/// Runs the checker against the cluster's HealthChecks and writes what it sees;
-/// `served_generation` tells the heartbeat which table generation this resolver serves, and
-/// `push_address` where the leader pushes deltas to it (P12). When `stop` completes (after
-/// the drain, P9) the checker writes nothing more and deletes its own Lease, in at most
-/// [`LEASE_DELETE_WITHIN`], then returns.
+/// Runs the checker against the cluster's HealthChecks and writes what it sees, and its
+/// heartbeat (H7). When `stop` completes (after the drain, P9) the checker writes nothing more
+/// and deletes its own Lease, in at most [`LEASE_DELETE_WITHIN`], then returns.
 pub async fn run_checker(
     client: Client,
     namespace: String,
     mut checker: Checker,
     mut events: mpsc::Receiver<CheckerEvent>,
-    served_generation: impl Fn() -> Option<u64> + Send + 'static,
-    push_address: Option<String>,
     stop: impl Future<Output = ()> + Send,
 ) {
     let name = checker.name().to_owned();
@@ -193,7 +190,7 @@ pub async fn run_checker(
                     }
                 }
                 CheckerEvent::Heartbeat { at, .. } => {
-                    if let Err(e) = lease.renew(at, served_generation(), push_address.as_deref()).await {
+                    if let Err(e) = lease.renew(at).await {
                         tracing::debug!(error = %e, "heartbeat not written");
                     }
                 }
@@ -237,11 +234,11 @@ pub async fn write_view(
 /// How long a checker's Lease lasts without renewal; its checker renews it every second.
 pub const CHECKER_LEASE_SECONDS: i32 = 10;
 
-/// How long a stopping resolver tries to delete its checker's Lease (P9).
+/// How long a stopping resolver tries to delete each of its Leases (P9).
 pub const LEASE_DELETE_WITHIN: Duration = Duration::from_secs(2);
 
-/// The Pod a checker's Lease belongs to: the garbage collector deletes the Lease once the
-/// Pod is gone.
+/// The Pod a resolver's Leases belong to: the garbage collector deletes them once the Pod is
+/// gone.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PodOwner {
     pub name: String,
@@ -264,49 +261,30 @@ impl PodOwner {
     }
 }
 
-/// One checker's heartbeat Lease, `healthroute-checker-<checker>`: renewed by the checker
-/// (H7: who is reachable; P4: the generation its resolver serves; P12: where the leader
-/// pushes), owned by its Pod when it has one, deleted by the resolver on its way out (P9).
-pub struct CheckerLease {
+/// A Lease the resolver keeps for itself: named, labelled and held by it, written under its
+/// own field manager, owned by its Pod when it has one, deleted on its way out.
+struct OwnLease {
     api: Api<Lease>,
-    checker: String,
+    name: String,
+    label: (&'static str, String),
+    holder: String,
     manager: String,
     owner: Option<PodOwner>,
+    seconds: i32,
 }
 
-impl CheckerLease {
-    pub fn new(client: Client, namespace: &str, checker: &str, owner: Option<PodOwner>) -> Self {
-        CheckerLease {
-            api: Api::namespaced(client, namespace),
-            checker: checker.to_owned(),
-            manager: field_manager(checker),
-            owner,
-        }
-    }
-
-    /// The Lease's name.
-    pub fn name(&self) -> String {
-        format!("healthroute-checker-{}", self.checker)
-    }
-
-    /// Renews the Lease (server-side apply, under the checker's own field manager), with the
-    /// table generation its resolver serves and where the leader pushes deltas to it.
-    pub async fn renew(
+impl OwnLease {
+    /// Renews the Lease (server-side apply) with `annotations`: the ones it had and no longer
+    /// has are removed with it.
+    async fn renew(
         &self,
         at: jiff::Timestamp,
-        served_generation: Option<u64>,
-        push_address: Option<&str>,
+        annotations: std::collections::BTreeMap<String, String>,
     ) -> Result<(), kube::Error> {
-        let mut annotations = serde_json::Map::new();
-        if let Some(g) = served_generation {
-            annotations.insert(SERVED_GENERATION_ANNOTATION.into(), g.to_string().into());
-        }
-        if let Some(address) = push_address {
-            annotations.insert(ADDRESS_ANNOTATION.into(), address.into());
-        }
+        let (label, value) = &self.label;
         let mut metadata = json!({
-            "name": self.name(),
-            "labels": {CHECKER_LABEL: self.checker},
+            "name": self.name,
+            "labels": {(*label): value},
             "annotations": annotations,
         });
         // No blockOwnerDeletion: that would need the right to update the Pod's finalizers,
@@ -321,14 +299,14 @@ impl CheckerLease {
             "kind": "Lease",
             "metadata": metadata,
             "spec": {
-                "holderIdentity": self.checker,
+                "holderIdentity": self.holder,
                 "renewTime": at.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string(),
-                "leaseDurationSeconds": CHECKER_LEASE_SECONDS,
+                "leaseDurationSeconds": self.seconds,
             },
         });
         self.api
             .patch(
-                &self.name(),
+                &self.name,
                 &PatchParams::apply(&self.manager).force(),
                 &Patch::Apply(patch),
             )
@@ -338,21 +316,116 @@ impl CheckerLease {
 
     /// Deletes the Lease, best effort, giving up after `within`: a Lease left behind is
     /// deleted with its Pod by the garbage collector, and counts as gone once it is stale.
-    pub async fn delete(&self, within: Duration) {
-        let name = self.name();
-        match tokio::time::timeout(within, self.api.delete(&name, &DeleteParams::default())).await {
-            Ok(Ok(_)) => tracing::info!(lease = %name, "deleted this checker's Lease"),
+    async fn delete(&self, within: Duration) {
+        let name = &self.name;
+        match tokio::time::timeout(within, self.api.delete(name, &DeleteParams::default())).await {
+            Ok(Ok(_)) => tracing::info!(lease = %name, "deleted this resolver's Lease"),
             Ok(Err(kube::Error::Api(s))) if s.code == 404 => {}
             Ok(Err(e)) => {
-                tracing::warn!(lease = %name, error = %e, "could not delete this checker's Lease; its Pod's garbage collection or staleness removes it");
+                tracing::warn!(lease = %name, error = %e, "could not delete this resolver's Lease; its Pod's garbage collection or staleness removes it");
             }
             Err(_) => tracing::warn!(
                 lease = %name,
                 seconds = within.as_secs_f64(),
-                "deleting this checker's Lease took too long; its Pod's garbage collection or staleness removes it"
+                "deleting this resolver's Lease took too long; its Pod's garbage collection or staleness removes it"
             ),
         }
     }
+}
+
+/// One checker's heartbeat Lease, `healthroute-checker-<checker>`: renewed by the checker
+/// (H7: who is reachable), owned by its Pod when it has one, deleted by the resolver on its
+/// way out (P9). What the resolver serves and where it takes pushes are on its registration
+/// ([`RegistrationLease`]), not here.
+pub struct CheckerLease(OwnLease);
+
+impl CheckerLease {
+    pub fn new(client: Client, namespace: &str, checker: &str, owner: Option<PodOwner>) -> Self {
+        CheckerLease(OwnLease {
+            api: Api::namespaced(client, namespace),
+            name: format!("healthroute-checker-{checker}"),
+            label: (CHECKER_LABEL, checker.to_owned()),
+            holder: checker.to_owned(),
+            manager: field_manager(checker),
+            owner,
+            seconds: CHECKER_LEASE_SECONDS,
+        })
+    }
+
+    /// The Lease's name.
+    pub fn name(&self) -> String {
+        self.0.name.clone()
+    }
+
+    /// Renews the Lease (server-side apply, under the checker's own field manager).
+    pub async fn renew(&self, at: jiff::Timestamp) -> Result<(), kube::Error> {
+        self.0.renew(at, Default::default()).await
+    }
+
+    /// Deletes the Lease, best effort, giving up after `within` (P9).
+    pub async fn delete(&self, within: Duration) {
+        self.0.delete(within).await
+    }
+}
+
+/// A resolver's registration, `healthroute-resolver-<resolver>` (the contract's format):
+/// the table generation it serves (P4) and where the leader pushes deltas to it (P12),
+/// written whether or not its checker runs, owned by its Pod when it has one (P13).
+pub struct RegistrationLease(OwnLease);
+
+impl RegistrationLease {
+    pub fn new(client: Client, namespace: &str, resolver: &str, owner: Option<PodOwner>) -> Self {
+        let seconds = i32::try_from(contract::REGISTRATION_LASTS.as_secs()).unwrap_or(10);
+        RegistrationLease(OwnLease {
+            api: Api::namespaced(client, namespace),
+            name: contract::registration_lease_name(resolver),
+            label: (contract::RESOLVER_LABEL, resolver.to_owned()),
+            holder: resolver.to_owned(),
+            manager: contract::registration_field_manager(resolver),
+            owner,
+            seconds,
+        })
+    }
+
+    /// Renews the registration with what it says now.
+    pub async fn renew(
+        &self,
+        at: jiff::Timestamp,
+        registration: &Registration,
+    ) -> Result<(), kube::Error> {
+        self.0.renew(at, registration.annotations()).await
+    }
+}
+
+/// Keeps this resolver registered: renews its registration every
+/// [`contract::RENEW_EVERY`] with the generation `served_generation` says it serves and its
+/// `push_address`. When `stop` completes (after the drain, P9) it deletes the registration, in
+/// at most [`LEASE_DELETE_WITHIN`], then returns.
+pub async fn run_registration(
+    lease: RegistrationLease,
+    served_generation: impl Fn() -> Option<u64> + Send + 'static,
+    push_address: Option<String>,
+    stop: impl Future<Output = ()> + Send,
+) {
+    let mut stop = std::pin::pin!(stop);
+    let mut every = tokio::time::interval(contract::RENEW_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            // A write under way finishes first: nothing is written after the delete.
+            () = &mut stop => break,
+            _ = every.tick() => {
+                let registration = Registration {
+                    served_generation: served_generation(),
+                    push_address: push_address.clone(),
+                };
+                if let Err(e) = lease.renew(jiff::Timestamp::now(), &registration).await {
+                    tracing::debug!(error = %e, "registration not written");
+                }
+            }
+        }
+    }
+    lease.0.delete(LEASE_DELETE_WITHIN).await;
 }
 
 #[cfg(test)]
@@ -361,15 +434,15 @@ mod tests {
     use http::{Request, Response};
     use kube::client::Body;
 
-    // SEM-P3: a checker writes only its own status entry and its own Lease, under its own
-    // field manager.
+    // SEM-P3: a checker writes only its own status entry and its own Lease, and the resolver
+    // its own registration, each under its own field manager.
     #[tokio::test]
     async fn checker_writes_its_own_entry_and_lease() {
         let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
         let client = Client::new(service, "healthroute");
         let server = tokio::spawn(async move {
             let mut seen = Vec::new();
-            for _ in 0..2 {
+            for _ in 0..3 {
                 let (req, send) = handle.next_request().await.expect("request");
                 let uri = req.uri().to_string();
                 let body: serde_json::Value =
@@ -401,10 +474,18 @@ mod tests {
         write_view(&client, &manager, &ObjectKey::new("shop", "web"), &view)
             .await
             .expect("view");
-        CheckerLease::new(client, "healthroute", "resolver-a", None)
-            .renew(jiff::Timestamp::now(), Some(41), Some("10.1.2.3:8055"))
+        CheckerLease::new(client.clone(), "healthroute", "resolver-a", None)
+            .renew(jiff::Timestamp::now())
             .await
             .expect("lease");
+        let registration = Registration {
+            served_generation: Some(41),
+            push_address: Some("10.1.2.3:8055".into()),
+        };
+        RegistrationLease::new(client, "healthroute", "resolver-a", None)
+            .renew(jiff::Timestamp::now(), &registration)
+            .await
+            .expect("registration");
         let seen = server.await.expect("server");
         assert!(
             seen[0].0.starts_with(
@@ -428,15 +509,10 @@ mod tests {
         );
         assert!(seen[1].0.starts_with("/apis/coordination.k8s.io/v1/namespaces/healthroute/leases/healthroute-checker-resolver-a?"));
         assert_eq!(seen[1].1["metadata"]["labels"][CHECKER_LABEL], "resolver-a");
-        // SEM-P4: the Lease says which generation this resolver serves.
         assert_eq!(
-            seen[1].1["metadata"]["annotations"][SERVED_GENERATION_ANNOTATION],
-            "41"
-        );
-        // SEM-P12: and where the leader pushes deltas to it.
-        assert_eq!(
-            seen[1].1["metadata"]["annotations"][ADDRESS_ANNOTATION],
-            "10.1.2.3:8055"
+            seen[1].1["metadata"]["annotations"],
+            json!({}),
+            "a heartbeat only (H7): the registration tells the rest"
         );
         assert_eq!(
             seen[1].1["spec"]["leaseDurationSeconds"],
@@ -444,6 +520,23 @@ mod tests {
         );
         // SEM-P9: outside a pod, no owner.
         assert!(seen[1].1["metadata"].get("ownerReferences").is_none());
+        assert!(seen[2].0.starts_with("/apis/coordination.k8s.io/v1/namespaces/healthroute/leases/healthroute-resolver-resolver-a?"), "{}", seen[2].0);
+        assert!(
+            seen[2]
+                .0
+                .contains("fieldManager=healthroute-resolver-resolver-a")
+        );
+        assert_eq!(
+            seen[2].1["metadata"]["labels"][contract::RESOLVER_LABEL],
+            "resolver-a"
+        );
+        // SEM-P4: the registration says which generation this resolver serves; SEM-P12: and
+        // where the leader pushes deltas to it, in the contract's form.
+        let annotations: std::collections::BTreeMap<String, String> =
+            serde_json::from_value(seen[2].1["metadata"]["annotations"].clone())
+                .expect("annotations");
+        assert_eq!(Registration::from_annotations(&annotations), registration);
+        assert_eq!(seen[2].1["spec"]["leaseDurationSeconds"], 10);
     }
 
     /// Every request a stand-in saw, in order: method, URI and body.
@@ -495,10 +588,7 @@ mod tests {
         let (client, seen) = checker_api();
         let pod = PodOwner::from_vars(Some("resolver-7f9c".into()), Some("0c1d-uid".into()));
         let lease = CheckerLease::new(client.clone(), "healthroute", "resolver-7f9c", pod);
-        lease
-            .renew(jiff::Timestamp::now(), Some(3), None)
-            .await
-            .expect("renewed");
+        lease.renew(jiff::Timestamp::now()).await.expect("renewed");
         let (_, _, body) = seen.lock().expect("log")[0].clone();
         assert_eq!(
             body["metadata"]["ownerReferences"],
@@ -518,8 +608,6 @@ mod tests {
             "healthroute".into(),
             checker,
             events_rx,
-            || Some(7),
-            None,
             async {
                 let _ = stop_rx.await;
             },
@@ -553,6 +641,62 @@ mod tests {
         // A heartbeat after the stop finds no one to write it.
         assert!(events_tx.send(heartbeat()).await.is_err());
         assert_eq!(lease_requests(), ["PATCH", "DELETE"]);
+    }
+
+    // SEM-P12 SEM-P13: a resolver registers with no checker at all: its registration, owned
+    // by its Pod, says where it takes pushes and which generation it serves, is renewed, and
+    // is deleted after the drain; nothing is written after that.
+    #[tokio::test]
+    async fn a_resolver_without_a_checker_registers_and_deregisters() {
+        let (client, seen) = checker_api();
+        let pod = PodOwner::from_vars(Some("resolver-7f9c".into()), Some("0c1d-uid".into()));
+        let lease = RegistrationLease::new(client, "healthroute", "resolver-7f9c", pod);
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(run_registration(
+            lease,
+            || Some(9),
+            Some("10.1.2.3:8055".into()),
+            async {
+                let _ = stop_rx.await;
+            },
+        ));
+        let path = "/apis/coordination.k8s.io/v1/namespaces/healthroute/leases/healthroute-resolver-resolver-7f9c";
+        let requests = || -> Vec<(String, serde_json::Value)> {
+            seen.lock()
+                .expect("log")
+                .iter()
+                .filter(|(_, uri, _)| uri.starts_with(path))
+                .map(|(method, _, body)| (method.clone(), body.clone()))
+                .collect()
+        };
+        for _ in 0..300 {
+            if requests().len() >= 2 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let renewed = requests();
+        assert!(renewed.len() >= 2, "renewed every second: {renewed:?}");
+        let (method, body) = &renewed[0];
+        assert_eq!(method, "PATCH");
+        assert_eq!(
+            body["metadata"]["ownerReferences"],
+            json!([{"apiVersion": "v1", "kind": "Pod", "name": "resolver-7f9c", "uid": "0c1d-uid"}])
+        );
+        assert_eq!(
+            body["metadata"]["annotations"],
+            json!({contract::SERVED_GENERATION_ANNOTATION: "9",
+                   contract::PUSH_ADDRESS_ANNOTATION: "10.1.2.3:8055"})
+        );
+        stop_tx.send(()).expect("stop");
+        tokio::time::timeout(Duration::from_secs(5), task)
+            .await
+            .expect("returns after its delete")
+            .expect("no panic");
+        let after = requests();
+        assert_eq!(after.last().map(|(m, _)| m.as_str()), Some("DELETE"));
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        assert_eq!(requests().len(), after.len(), "nothing after the delete");
     }
 
     // SEM-P9: the owner comes from the downward API's POD_NAME and POD_UID, both or none.

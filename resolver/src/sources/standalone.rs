@@ -5,10 +5,12 @@
 //!       ──▶ Compiler ──▶ watch<RoutingTable> ──▶ server
 //!                  bad edit: log every error, keep the last good configuration
 //!   checker views ──▶ Compiler (H1: probes run on their own schedule; queries never wait)
-//!   next deadline (shift expiry, stale checker, autoshift hold time, practice run) ──▶ compile again
-//!   autoshift events (AS11) ──▶ a log line each, and AutoshiftMetrics (/metrics)
-//!   unusable configurations (AS1) ──▶ a log line when one becomes so or its reason changes,
-//!                                     and healthroute_autoshift_configuration_invalid
+//!   Host (healthroute_compiler::host, the operator's too):
+//!     next deadline (shift expiry, stale checker, autoshift hold time, practice run) ──▶ compile again
+//!     compile ──▶ AutoshiftMetrics (/metrics: AS11, and the unusable configurations, AS1)
+//!             ──▶ autoshift events (AS11): a log line each
+//!             ──▶ unusable configurations (AS1): a log line when one becomes so or its reason
+//!                 changes, and when it is in use again
 //! ```
 //!
 //! Time is the system clock here: the compiler is given `Timestamp::now()` at each compile.
@@ -17,26 +19,30 @@
 //! in the file when the process starts counts as answered (it would otherwise run again at
 //! every restart).
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use healthroute_admin::metrics::{Collector, DescriptorEncoder, Exposition};
-use healthroute_api::{PRACTICE_RUN_ANNOTATION, PracticeRunOutcome, ZonalAutoshiftStatus};
+use healthroute_api::{PRACTICE_RUN_ANNOTATION, ZonalAutoshiftStatus};
 use healthroute_checker::CheckerEvent;
 
 use crate::error::Error;
 use crate::sources::manifest_dir::{self, ManifestFile};
-use healthroute_compiler::autoshift::InvalidConfiguration;
+use healthroute_compiler::host::{AutoshiftMetrics, Compiled, ConfigurationChange, Host};
 use healthroute_compiler::manifests::{AppliedKeys, Manifests};
-use healthroute_compiler::{AutoshiftEvent, Compiler, ObjectKey, ServedZones};
+use healthroute_compiler::{Compiler, ServedZones};
 use healthroute_table::{RoutingTable, Value};
 use jiff::Timestamp;
 use tokio::sync::{mpsc, watch};
 
 /// How often the directory is checked for changes.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(250);
+
+/// How long the loop sleeps while nothing is due on its own (the poll wakes it anyway).
+const IDLE: Duration = Duration::from_secs(3600);
+
+/// The autoshift numbers as the admin endpoint registers them: the operator's type (AS11).
+pub type AutoshiftCollector = Arc<AutoshiftMetrics>;
 
 /// What identifies the state of the directory: its listing, or why it cannot be listed.
 type Fingerprint = Result<Vec<ManifestFile>, String>;
@@ -51,9 +57,8 @@ pub struct Standalone {
     tables: watch::Sender<Option<Arc<RoutingTable<Value>>>>,
     /// Called with the manifests after each good load (the checker follows the checks).
     on_manifests: Box<dyn FnMut(&Manifests) + Send>,
-    autoshift: Arc<AutoshiftMetrics>,
-    /// The ZonalAutoshifts that cannot be used, as last told (AS1).
-    invalid: BTreeMap<ObjectKey, InvalidConfiguration>,
+    /// What the operator does around its compiler too: deadline, compile, autoshift numbers.
+    host: Host,
 }
 
 impl Standalone {
@@ -72,14 +77,13 @@ impl Standalone {
             fingerprint: Ok(Vec::new()),
             tables,
             on_manifests,
-            autoshift: Arc::default(),
-            invalid: BTreeMap::new(),
+            host: Host::default(),
         }
     }
 
     /// The autoshift metrics, for the admin endpoint.
     pub fn autoshift_collector(&self) -> AutoshiftCollector {
-        AutoshiftCollector(self.autoshift.clone())
+        self.host.metrics().clone()
     }
 
     /// Loads the directory if it changed. Returns an error (and changes nothing) when a
@@ -114,19 +118,19 @@ impl Standalone {
         }
     }
 
-    /// Compiles and publishes when the table changed; logs rejected groups once per change.
+    /// Compiles and publishes when the table changed; logs what the ZonalAutoshifts did and
+    /// rejected groups, once per change.
     pub fn compile_and_publish(&mut self) {
         if self.applied.is_none() {
             // Nothing good was ever loaded: publish nothing, so that a table from disk (P2)
             // keeps serving instead of an empty one.
             return;
         }
-        let now = Timestamp::now();
-        let report = self.compiler.compile(now);
-        if !report.autoshift_events.is_empty() {
-            self.tell_autoshift_events(&report.autoshift_events);
-        }
-        self.tell_invalid_configurations();
+        let Compiled {
+            report,
+            configurations,
+        } = self.host.compile(&mut self.compiler, Timestamp::now());
+        configurations.iter().for_each(log_configuration_change);
         // The groups whose outcome changed, not every group: at 100,000 groups a walk over
         // all of them cost more than serving the change.
         for key in &report.changed_groups {
@@ -140,75 +144,6 @@ impl Standalone {
         }
     }
 
-    /// Logs each autoshift event and counts it; refreshes the gauge of autoshifted zones.
-    fn tell_autoshift_events(&self, events: &[AutoshiftEvent]) {
-        for event in events {
-            match event {
-                AutoshiftEvent::AutoshiftStarted { config, .. }
-                | AutoshiftEvent::AutoshiftEnded { config, .. }
-                | AutoshiftEvent::PracticeRunStarted { config, .. } => {
-                    tracing::info!(zonal_autoshift = %config, "{event}");
-                }
-                AutoshiftEvent::PracticeRunEnded {
-                    config, outcome, ..
-                } => {
-                    if *outcome == PracticeRunOutcome::Succeeded {
-                        tracing::info!(zonal_autoshift = %config, outcome = outcome.as_str(), "{event}");
-                    } else {
-                        tracing::warn!(zonal_autoshift = %config, outcome = outcome.as_str(), "{event}");
-                    }
-                    self.autoshift.count_outcome(*outcome);
-                }
-                AutoshiftEvent::PracticeRunNotStarted { config, reason, .. } => {
-                    tracing::warn!(zonal_autoshift = %config, reason = reason.as_str(), "{event}");
-                    self.autoshift.count_not_started(reason.as_str());
-                }
-            }
-        }
-        let mut active: BTreeMap<String, i64> = BTreeMap::new();
-        for key in self.compiler.autoshift_keys() {
-            if let Some(zone) = self
-                .compiler
-                .autoshift_status(key)
-                .and_then(|s| s.active_zone)
-            {
-                *active.entry(zone).or_default() += 1;
-            }
-        }
-        self.autoshift.set_active(active);
-    }
-
-    /// AS1: standalone mode writes no status, so a configuration that cannot be used says why
-    /// in the log, once when it becomes so and again when its reason changes (not at every
-    /// compile), and in `healthroute_autoshift_configuration_invalid` while it lasts.
-    fn tell_invalid_configurations(&mut self) {
-        let invalid: BTreeMap<ObjectKey, InvalidConfiguration> = self
-            .compiler
-            .autoshift_keys()
-            .filter_map(|k| Some((k.clone(), self.compiler.autoshift_invalid(k)?.clone())))
-            .collect();
-        if invalid == self.invalid {
-            return;
-        }
-        for (key, why) in &invalid {
-            if self.invalid.get(key) != Some(why) {
-                tracing::warn!(zonal_autoshift = %key, reason = why.reason.as_str(), "{key}: the configuration cannot be used: {why}");
-            }
-        }
-        for key in self.invalid.keys().filter(|k| !invalid.contains_key(*k)) {
-            if self.compiler.autoshift_keys().any(|k| k == key) {
-                tracing::info!(zonal_autoshift = %key, "{key}: the configuration is in use");
-            }
-        }
-        self.autoshift.set_invalid(
-            invalid
-                .iter()
-                .map(|(k, why)| (k.to_string(), why.reason.as_str()))
-                .collect(),
-        );
-        self.invalid = invalid;
-    }
-
     /// Runs until `shutdown` fires: polls the directory, applies checker events, recompiles.
     pub async fn run(
         mut self,
@@ -218,10 +153,11 @@ impl Standalone {
         let mut poll = tokio::time::interval(POLL_INTERVAL);
         poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
+            let clock = Instant::now();
             let deadline = self
-                .compiler
-                .time_to_deadline(Timestamp::now())
-                .unwrap_or(Duration::from_secs(3600));
+                .host
+                .deadline(&self.compiler, Timestamp::now(), clock)
+                .unwrap_or(clock + IDLE);
             tokio::select! {
                 _ = poll.tick() => {
                     match self.reload() {
@@ -237,7 +173,7 @@ impl Standalone {
                         self.apply(event);
                     }
                 }
-                _ = tokio::time::sleep(deadline) => {}
+                _ = tokio::time::sleep_until(deadline.into()) => {}
                 _ = shutdown.changed() => return,
             }
             self.compile_and_publish();
@@ -266,98 +202,15 @@ fn answer_requests_found_at_start(manifests: &mut Manifests) {
     }
 }
 
-/// What the ZonalAutoshifts did in this process (SEMANTICS AS11), for /metrics.
-#[derive(Debug, Default)]
-pub struct AutoshiftMetrics {
-    counts: Mutex<AutoshiftCounts>,
-}
-
-#[derive(Debug, Default)]
-struct AutoshiftCounts {
-    /// Per zone, the configurations autoshifted away from it now (zones seen stay, at 0).
-    active: BTreeMap<String, i64>,
-    outcomes: BTreeMap<&'static str, u64>,
-    not_started: BTreeMap<&'static str, u64>,
-    /// The configurations that cannot be used now (`namespace/name`), with their reason.
-    invalid: BTreeMap<String, &'static str>,
-}
-
-impl AutoshiftMetrics {
-    fn counts(&self) -> std::sync::MutexGuard<'_, AutoshiftCounts> {
-        self.counts.lock().unwrap_or_else(|p| p.into_inner())
-    }
-    fn count_outcome(&self, outcome: PracticeRunOutcome) {
-        *self.counts().outcomes.entry(outcome.as_str()).or_default() += 1;
-    }
-    fn count_not_started(&self, reason: &'static str) {
-        *self.counts().not_started.entry(reason).or_default() += 1;
-    }
-    fn set_invalid(&self, now: BTreeMap<String, &'static str>) {
-        self.counts().invalid = now;
-    }
-    fn set_active(&self, now: BTreeMap<String, i64>) {
-        let mut counts = self.counts();
-        for n in counts.active.values_mut() {
-            *n = 0;
+/// AS1: without a status, a configuration that cannot be used says why in the log, once when
+/// it becomes so and again when its reason changes (the host reports only changes).
+fn log_configuration_change(change: &ConfigurationChange) {
+    match change {
+        ConfigurationChange::Unusable { config, why } => {
+            tracing::warn!(zonal_autoshift = %config, reason = why.reason.as_str(), "{config}: the configuration cannot be used: {why}");
         }
-        counts.active.extend(now);
-    }
-}
-
-/// The autoshift metrics in the admin registry.
-#[derive(Debug, Clone)]
-pub struct AutoshiftCollector(pub Arc<AutoshiftMetrics>);
-
-impl Collector for AutoshiftCollector {
-    fn encode(&self, encoder: DescriptorEncoder) -> std::fmt::Result {
-        let counts = self.0.counts();
-        let mut out = Exposition::new(encoder);
-        out.gauges(
-            "healthroute_autoshift_active",
-            "ZonalAutoshift configurations whose autoshift moves traffic away from the zone now.",
-            counts
-                .active
-                .iter()
-                .map(|(zone, n)| ([("zone", zone.as_str())], *n)),
-        )?;
-        // Every outcome from the start, at 0, so that a rate over them is defined.
-        let outcomes = [
-            PracticeRunOutcome::Succeeded,
-            PracticeRunOutcome::Failed,
-            PracticeRunOutcome::Interrupted,
-            PracticeRunOutcome::CapacityCheckFailed,
-        ]
-        .map(|o| {
-            let name = o.as_str();
-            (
-                [("outcome", name)],
-                counts.outcomes.get(name).copied().unwrap_or(0),
-            )
-        });
-        out.counters(
-            "healthroute_practice_runs_total",
-            "Practice runs that ended, by outcome (CapacityCheckFailed: not started for capacity).",
-            outcomes,
-        )?;
-        out.counters(
-            "healthroute_practice_runs_not_started_total",
-            "Practice runs that were due or asked for and did not start, by reason.",
-            counts
-                .not_started
-                .iter()
-                .map(|(reason, n)| ([("reason", *reason)], *n)),
-        )?;
-        // A series only while the configuration cannot be used: fixing it (or deleting it)
-        // ends the series, as the condition it stands for ends.
-        out.gauges(
-            "healthroute_autoshift_configuration_invalid",
-            "ZonalAutoshift configurations that cannot be used (1), with why in a word; the log and the simulator say it in words.",
-            counts.invalid.iter().map(|(config, reason)| {
-                (
-                    [("zonal_autoshift", config.as_str()), ("reason", *reason)],
-                    1,
-                )
-            }),
-        )
+        ConfigurationChange::Usable { config } => {
+            tracing::info!(zonal_autoshift = %config, "{config}: the configuration is in use");
+        }
     }
 }

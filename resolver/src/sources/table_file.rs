@@ -14,7 +14,7 @@
 //! second is on disk within one pause. A crash loses at most the tables of the last pause; a
 //! stop writes the newest one.
 //!
-//! Layer: beside `server`, which starts the writer; it imports `error` and `sys` only.
+//! Layer: beside `server`, which starts the writer; it imports `error` only.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

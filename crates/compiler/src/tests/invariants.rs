@@ -399,7 +399,10 @@ fn feed_group(c: &mut Compiler, name: &str, g: usize, group: &Group) {
             Source::Peer(peer) => {
                 let target = Names::peer(name, i);
                 let heard = |checker: &str, healthy: bool, values: Vec<String>| CheckerView {
-                    values,
+                    values: values
+                        .iter()
+                        .map(|v| v.parse().expect("a `TYPE value` text"))
+                        .collect(),
                     ..mk_view(checker, healthy)
                 };
                 let views = match peer {

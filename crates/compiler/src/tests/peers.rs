@@ -17,7 +17,10 @@ fn target() -> PeerTarget {
 /// What checker `name` last heard from the peer.
 fn heard(name: &str, healthy: bool, values: &[&str]) -> CheckerView {
     CheckerView {
-        values: values.iter().map(|v| v.to_string()).collect(),
+        values: values
+            .iter()
+            .map(|v| v.parse().expect("a `TYPE value` text"))
+            .collect(),
         ..mk_view(name, healthy)
     }
 }

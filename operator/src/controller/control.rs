@@ -29,6 +29,10 @@ use healthroute_compiler::host::{Compiled, Host};
 /// where the whole pass took 0.6-0.9 s (and held every change that came meanwhile).
 const RECHECK_STEP: usize = 500;
 
+/// How many awaiting groups one step of the settle judges (a term's first table makes them
+/// all await): the re-check's step, for the same reason.
+const SETTLE_STEP: usize = 500;
+
 /// The control loop's state: the index, the evaluator, the leadership term, and its
 /// channels to the publisher and (through the ledger) to the status writer.
 pub(super) struct Control {
@@ -241,14 +245,12 @@ impl Control {
                 table,
             } if term == self.term => {
                 self.readiness.set_publish_error(None);
-                self.statuses
-                    .take_published(&self.index, generation, table, Timestamp::now());
+                self.statuses.take_published(generation, table);
                 false
             }
             PublishFeedback::Failed { term, error } if term == self.term => {
                 self.readiness.set_publish_error(Some(error.clone()));
-                self.statuses
-                    .take_failure(&self.index, error, Timestamp::now());
+                self.statuses.take_failure(error);
                 false
             }
             _ => false, // from an earlier term
@@ -316,7 +318,7 @@ impl Control {
     }
 
     /// The periodic re-check of every status against the objects as watched (leader only)
-    /// begins a pass; the loop runs it in steps ([`Control::recheck_step`]).
+    /// begins a pass; the loop runs it in steps ([`Control::status_step`]).
     pub(super) fn start_recheck(&mut self) {
         if self.term == 0 {
             return;
@@ -324,15 +326,23 @@ impl Control {
         self.statuses.start_recheck();
     }
 
-    /// Whether a re-check pass is under way.
-    pub(super) fn rechecking(&self) -> bool {
-        self.statuses.rechecking()
+    /// Whether the statuses have work to do in steps: awaiting groups to settle, or a
+    /// re-check pass under way.
+    pub(super) fn status_work(&self) -> bool {
+        self.term != 0 && (self.statuses.settling() || self.statuses.rechecking())
     }
 
-    /// Judges the next [`RECHECK_STEP`] objects of the re-check pass.
-    pub(super) fn recheck_step(&mut self) {
-        self.statuses
-            .recheck_step(&self.index, &self.peers, Timestamp::now(), RECHECK_STEP);
+    /// One step of the statuses' work: the next [`SETTLE_STEP`] awaiting groups (a group's
+    /// status follows its publication), else the next [`RECHECK_STEP`] objects of the
+    /// re-check pass.
+    pub(super) fn status_step(&mut self) {
+        let now = Timestamp::now();
+        if self.statuses.settling() {
+            self.statuses.settle_step(&self.index, now, SETTLE_STEP);
+        } else {
+            self.statuses
+                .recheck_step(&self.index, &self.peers, now, RECHECK_STEP);
+        }
     }
 }
 

@@ -8,7 +8,8 @@
 //!                                                      (autoshift engines step in it, AS)
 //!      compiled table ──watch (newest only)──▶ publisher task ──▶ table ConfigMaps
 //!                      ◀── ReadBack / Published / Failed ───┘
-//!      status of each changed object, judged against what is *published* (P5)
+//!      status of each changed object, judged against what is *published* (P5), in
+//!      steps of 500 groups between the other inputs (a term's first table: all of them)
 //!                 ──▶ status::Ledger ─────────────┐
 //!      Peer checks the groups need (X4) vs the watched HealthChecks
 //!                 ──▶ PeerChecks ─────────────────┼─▶ WriteQueue ──▶ the one writer task
@@ -374,10 +375,11 @@ async fn drive(
                 control.compile();
             }
             // Last, and only while no compile is due (each step is judged against a compile
-            // of everything watched so far): a step of the re-check. A change that comes
-            // meanwhile waits for one step, not for the whole pass.
-            () = std::future::ready(()), if due.is_none() && control.rechecking() => {
-                control.recheck_step();
+            // of everything watched so far): a step of the statuses' work, the groups whose
+            // publication came (all of them at a term's first table) or the re-check. A change
+            // that comes meanwhile waits for one step, not for the whole pass.
+            () = std::future::ready(()), if due.is_none() && control.status_work() => {
+                control.status_step();
                 tokio::task::yield_now().await;
             }
         }

@@ -3,7 +3,8 @@
 //!
 //! ```text
 //!  compiled(changed groups, changed checks) ──▶ groups: awaiting until the publisher has
-//!                                               caught up (or fails) ──▶ settle_groups
+//!                                               caught up (or fails); judged in steps
+//!                                               between the loop's inputs ──▶ settle_step
 //!                                          ──▶ checks (all at a term's start), every shift,
 //!                                              every ZonalAutoshift (with the Events its
 //!                                              engine reported since its last status)
@@ -33,6 +34,7 @@ use of_index::{autoshift_status, check_status, group_status, shift_status};
 use recheck::Recheck;
 
 use std::collections::{BTreeSet, HashMap};
+use std::ops::Bound;
 use std::sync::Arc;
 
 use jiff::Timestamp;
@@ -59,6 +61,12 @@ pub struct Ledger {
     published: Published,
     /// Groups whose status waits for the publisher to catch up with the compiler.
     awaiting: BTreeSet<ObjectKey>,
+    /// The pass over `awaiting` under way ([`Ledger::settle_step`]): the last group judged
+    /// (`None`: none yet). A pass starts when the publisher or the compiler moved.
+    settle: Option<Option<ObjectKey>>,
+    /// The publisher or the compiler moved during the pass: another one follows it, for the
+    /// groups it already passed.
+    settle_again: bool,
     /// Every check's status is due at the next compile (the term's read-back was taken in).
     full: bool,
     /// The status last handed to the writer, per object, this term.
@@ -106,6 +114,8 @@ impl Ledger {
             metrics,
             published: Published::default(),
             awaiting: BTreeSet::new(),
+            settle: None,
+            settle_again: false,
             full: false,
             sent: HashMap::new(),
             evaluations: HashMap::new(),
@@ -120,6 +130,8 @@ impl Ledger {
     pub fn new_term(&mut self, leading: bool) {
         self.published = Published::default();
         self.awaiting.clear();
+        self.settle = None;
+        self.settle_again = false;
         self.full = false;
         self.sent.clear();
         self.queue.clear();
@@ -151,23 +163,15 @@ impl Ledger {
     }
 
     /// `table` is published as `generation`: the statuses that waited for it follow.
-    pub fn take_published(
-        &mut self,
-        index: &Index,
-        generation: u64,
-        table: Arc<RoutingTable<Value>>,
-        now: Timestamp,
-    ) {
-        let now = api_time(now);
+    pub fn take_published(&mut self, generation: u64, table: Arc<RoutingTable<Value>>) {
         self.published.take_published(generation, table);
-        self.settle_groups(index, now);
+        self.wake_settle();
     }
 
     /// Publishing failed: the groups whose version is not published say so (P5).
-    pub fn take_failure(&mut self, index: &Index, error: String, now: Timestamp) {
-        let now = api_time(now);
+    pub fn take_failure(&mut self, error: String) {
         self.published.fail(error);
-        self.settle_groups(index, now);
+        self.wake_settle();
     }
 
     /// The leader's newest evaluation of a Metric check, shown at the next compile.
@@ -198,7 +202,7 @@ impl Ledger {
         let now = api_time(now);
         let full = std::mem::take(&mut self.full);
         self.awaiting.extend(changed_groups);
-        self.settle_groups(index, now);
+        self.wake_settle();
         let mut checks: Vec<ObjectKey> = if full {
             index.checks.keys().cloned().collect()
         } else {
@@ -223,41 +227,86 @@ impl Ledger {
         self.set_backlog();
     }
 
-    /// Writes the status of every awaiting group whose version the publisher has caught up
-    /// with, or that a failing publish leaves behind (those stay awaiting until published).
-    fn settle_groups(&mut self, index: &Index, now: Timestamp) {
-        if !self.published.seeded() {
-            return;
+    /// The publisher or the compiler moved: the awaiting groups are judged again, in steps
+    /// ([`Ledger::settle_step`]).
+    fn wake_settle(&mut self) {
+        if self.settle.is_some() {
+            self.settle_again = true;
+        } else if !self.awaiting.is_empty() {
+            self.settle = Some(None);
         }
+    }
+
+    /// Awaiting groups are to be judged ([`Ledger::settle_step`] has work).
+    pub fn settling(&self) -> bool {
+        self.settle.is_some() && self.published.seeded()
+    }
+
+    /// Judges up to `budget` more awaiting groups, in key order, and writes the status of each
+    /// whose version the publisher has caught up with, or that a failing publish leaves behind
+    /// (those stay awaiting until published). A term's first table makes every group await
+    /// (10,000 and more): in steps, a change that arrives meanwhile is compiled and published
+    /// after one step, not after them all. Returns how many were judged.
+    pub fn settle_step(&mut self, index: &Index, now: Timestamp, budget: usize) -> usize {
+        let Some(after) = self.settle.take() else {
+            return 0;
+        };
+        if !self.published.seeded() {
+            self.settle = Some(after);
+            return 0;
+        }
+        let now = api_time(now);
+        let keys: Vec<ObjectKey> = match &after {
+            None => self.awaiting.iter().take(budget).cloned().collect(),
+            Some(last) => self
+                .awaiting
+                .range((Bound::Excluded(last), Bound::Unbounded))
+                .take(budget)
+                .cloned()
+                .collect(),
+        };
         let table = index.compiler.table();
-        for key in std::mem::take(&mut self.awaiting) {
-            let publication = match self.published.publication(&key, &table) {
-                None => {
-                    self.awaiting.insert(key);
-                    continue;
-                }
-                Some(p @ Publication::Failed { .. }) => {
-                    self.awaiting.insert(key.clone());
-                    p
-                }
-                Some(p) => p,
-            };
-            let Some(g) = index.groups.get(&key) else {
-                self.sent.remove(&(StatusKind::RecordGroup, key));
-                continue;
-            };
-            let old = self.last(&key, g.status.as_deref());
-            if let Some((status, events)) = group_status(index, &key, publication, old, now) {
-                self.push(
-                    &key,
-                    status,
-                    g.status.as_deref(),
-                    events,
-                    g.object_ref(&key),
-                );
-                // A new term finds most statuses right: their copy goes at once.
-                self.share_shown(&(StatusKind::RecordGroup, key.clone()), g.status.as_ref());
+        for key in &keys {
+            self.settle_group(index, key, &table, now);
+        }
+        self.settle = if keys.len() == budget {
+            keys.last().cloned().map(Some)
+        } else if std::mem::take(&mut self.settle_again) && !self.awaiting.is_empty() {
+            Some(None)
+        } else {
+            None
+        };
+        self.set_backlog();
+        keys.len()
+    }
+
+    /// Judges one awaiting group: its status is written once its version is published (or
+    /// its publishing fails); it leaves `awaiting` unless it is not published yet.
+    fn settle_group(
+        &mut self,
+        index: &Index,
+        key: &ObjectKey,
+        table: &RoutingTable<Value>,
+        now: Timestamp,
+    ) {
+        let publication = match self.published.publication(key, table) {
+            None => return,
+            Some(p @ Publication::Failed { .. }) => p,
+            Some(p) => {
+                self.awaiting.remove(key);
+                p
             }
+        };
+        let Some(g) = index.groups.get(key) else {
+            self.awaiting.remove(key);
+            self.sent.remove(&(StatusKind::RecordGroup, key.clone()));
+            return;
+        };
+        let old = self.last(key, g.status.as_deref());
+        if let Some((status, events)) = group_status(index, key, publication, old, now) {
+            self.push(key, status, g.status.as_deref(), events, g.object_ref(key));
+            // A new term finds most statuses right: their copy goes at once.
+            self.share_shown(&(StatusKind::RecordGroup, key.clone()), g.status.as_ref());
         }
     }
 

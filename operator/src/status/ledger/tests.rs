@@ -95,6 +95,14 @@ fn fleet(status: Option<ZonalAutoshiftStatus>) -> healthroute_api::ZonalAutoshif
 fn compile(ledger: &mut Ledger, index: &mut Index, now: Timestamp) {
     let report = index.compiler.compile(now);
     ledger.compiled(index, report.changed_groups, report.changed_checks, now);
+    settle(ledger, index, now);
+}
+
+/// Every step of the settle the control loop would take between inputs.
+fn settle(ledger: &mut Ledger, index: &Index, now: Timestamp) {
+    while ledger.settling() {
+        ledger.settle_step(index, now, usize::MAX);
+    }
 }
 
 // SEM-AS11: a ZonalAutoshift's status is written at the first compile of a term (it is the
@@ -169,7 +177,8 @@ fn a_status_changed_by_another_writer_is_written_again_at_the_recheck() {
         0,
         "nor does a re-check write it"
     );
-    ledger.take_published(&index, 1, index.compiler.table(), t(0));
+    ledger.take_published(1, index.compiler.table());
+    settle(&mut ledger, &index, t(0));
     let written = ready(&queue).expect("api's status");
     mark_written(&queue, &written);
     let Status::RecordGroup(shown) = written.status.clone() else {
@@ -226,7 +235,8 @@ fn the_recheck_runs_in_steps_and_judges_each_object_once() {
         index.apply(named(name, None));
     }
     let (mut ledger, queue, metrics) = leading(&mut index);
-    ledger.take_published(&index, 1, index.compiler.table(), t(0));
+    ledger.take_published(1, index.compiler.table());
+    settle(&mut ledger, &index, t(0));
     // Every status is written, and another writer then says none is served.
     while let Some(written) = ready(&queue) {
         mark_written(&queue, &written);
@@ -291,10 +301,63 @@ fn leading(index: &mut Index) -> (Ledger, WriteQueue, Arc<StatusMetrics>) {
 /// A leader that compiled `index`, saw its table published and wrote api's status.
 fn api_written(index: &mut Index) -> (Ledger, WriteQueue, Arc<StatusMetrics>, StatusUpdate) {
     let (mut ledger, queue, metrics) = leading(index);
-    ledger.take_published(index, 1, index.compiler.table(), t(0));
+    ledger.take_published(1, index.compiler.table());
+    settle(&mut ledger, index, t(0));
     let written = ready(&queue).expect("api's status");
     mark_written(&queue, &written);
     (ledger, queue, metrics, written)
+}
+
+// SEM-P7: a term's first table makes every group's status due; they are judged in steps of
+// the budget, a compile between two steps (a change) is judged too, and each status is
+// written once.
+#[test]
+fn a_terms_first_statuses_are_settled_in_steps() {
+    let mut index = listed();
+    for name in ["b", "c", "d", "e"] {
+        let mut g = api(None);
+        g.metadata.name = Some(name.into());
+        g.spec.name = format!("{name}.example.com.");
+        index.apply(Input::Group(Event::Apply(g)));
+    }
+    let (mut ledger, queue, _) = leading(&mut index);
+    assert!(!ledger.settling(), "nothing is published yet");
+    ledger.take_published(1, index.compiler.table());
+    assert!(ledger.settling());
+    assert_eq!(queue.backlog(), 0, "nothing is judged before a step");
+    assert_eq!(ledger.settle_step(&index, t(0), 2), 2);
+    assert_eq!(queue.backlog(), 2, "api and b");
+    // A change between two steps: its group awaits its own publication.
+    let mut edited = api(None);
+    edited.spec.records[0].values = Some(vec!["192.0.2.9".into()]);
+    index.apply(Input::Group(Event::Apply(edited)));
+    let report = index.compiler.compile(t(1));
+    ledger.compiled(&index, report.changed_groups, report.changed_checks, t(1));
+    assert_eq!(ledger.settle_step(&index, t(1), 2), 2);
+    assert_eq!(ledger.settle_step(&index, t(1), 2), 1, "e ends the pass");
+    assert_eq!(queue.backlog(), 5);
+    // A second pass follows for what the compile changed: api waits for its table.
+    assert!(ledger.settling());
+    ledger.settle_step(&index, t(1), 2);
+    assert!(!ledger.settling());
+    assert_eq!(
+        queue.backlog(),
+        5,
+        "api's new version is not published yet (P5)"
+    );
+    ledger.take_published(2, index.compiler.table());
+    settle(&mut ledger, &index, t(2));
+    let mut written = Vec::new();
+    while let Some(update) = ready(&queue) {
+        mark_written(&queue, &update);
+        written.push(update.key.name.to_string());
+    }
+    written.sort();
+    assert_eq!(
+        written,
+        ["api", "b", "c", "d", "e"],
+        "one write each, api's the newest"
+    );
 }
 
 // SEM-P5: a status just written whose watch event has not arrived yet is not "changed by

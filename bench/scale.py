@@ -820,6 +820,26 @@ def settle(operators, max_s, quiet=10):
     return None, (last or (None,))[0], None
 
 
+def early_flips(rows, what, kube, ns, hr_ns, dns, n, rng, leader, t0, seconds):
+    """Flips from now until `seconds` after `t0` (a start, a takeover), while the new leader's
+    statuses are still being written; a row of their times and one of the leader's status writes
+    over the same span (issue #44)."""
+    key = "healthroute_operator_status_writes_total"
+    writes_before = msum(leader.metrics(), key)
+    started = time.monotonic() - t0
+    both, _, timeouts, stages = flips(kube, ns, hr_ns, dns, n, 0, rng, until=t0 + seconds)
+    m = leader.metrics()
+    rows.append((f"EndpointSlice flip → both answer, {started:.1f}-{seconds:.0f} s after {what} "
+                 f"({len(both)} flips, {timeouts} over 30 s)", fmt_ms(both)))
+    for stage in ("patch → slice event", "slice event → table event", "table event → both answer"):
+        if stages.get(stage):
+            rows.append((f"  {stage} ({len(stages[stage])} flips)", fmt_ms(stages[stage])))
+    rows.append((f"  the leader's status writes meanwhile / in its process so far; its backlog at {seconds:.0f} s",
+                 f"{msum(m, key) - writes_before:.0f} / {msum(m, key):.0f}; "
+                 f"{msum(m, 'healthroute_operator_status_backlog'):.0f}"))
+    log(f"flips after {what}: {fmt_ms(both)}")
+
+
 def lease_holder(kube, ns):
     try:
         lease = kube.get(f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{LEASE_NAME}", ok=(200,))
@@ -865,9 +885,9 @@ def delta_lag(watch, resolvers):
     return lags
 
 
-def flips(kube, ns, hr_ns, resolvers, n, k, rng, servers=()):
-    """K EndpointSlice flips: (both-answered times, patch round trips, timeouts, stages), in
-    seconds. `stages` splits each flip where this script's own watches saw it: the patched
+def flips(kube, ns, hr_ns, resolvers, n, k, rng, servers=(), until=None):
+    """K EndpointSlice flips (or, with `until`, as many as fit before that monotonic time):
+    (both-answered times, patch round trips, timeouts, stages), in seconds. `stages` splits each flip where this script's own watches saw it: the patched
     slice's event (as the operator sees it), then the next table ConfigMap event in `hr_ns` (the
     operator's delta, as the resolvers see it), then both resolvers answering."""
     pool = [i for i in range(n) if kind_of(i, n) == "simple-svc"]
@@ -880,7 +900,9 @@ def flips(kube, ns, hr_ns, resolvers, n, k, rng, servers=()):
     except ApiError as e:
         log(f"no watches for the flips' stages: {e}")
         slices = tables = None
-    for f in range(k):
+    f = 0
+    while (f < k) if until is None else (time.monotonic() < until):
+        f += 1
         i = rng.choice(pool)
         name = f"s{i}-1"
         path = f"{SLICE_API}/namespaces/{ns}/endpointslices/{name}"
@@ -1151,6 +1173,9 @@ def main():
     p.add_argument("--seed", type=int, default=27)
     p.add_argument("--push", action="store_true",
                    help="pushed deltas (P12): a push key for the operators and a push listener on each resolver")
+    p.add_argument("--early", type=float, default=0, metavar="SECONDS",
+                   help="also flip during the first SECONDS after the operators start (from every group "
+                        "answered on) and after the takeover (issue #44: a leader's first minute)")
     p.add_argument("--hold", type=float, default=0, metavar="SECONDS",
                    help="after the RSS is measured, keep every process running this long (pids printed) to inspect them")
     args = p.parse_args()
@@ -1293,6 +1318,8 @@ def main():
         leader = next((o for o in operators if o.name == holder), operators[0])
         standby = next(o for o in operators if o is not leader)
         m = leader.metrics()
+        if args.early:
+            early_flips(rows, "the operators' start", kube, data_ns, hr_ns, dns, n, rng, leader, t0, args.early)
         extra.append(f"leader up to every group answered: {msum(m, 'healthroute_operator_compile_seconds_total'):.2f} s compiling, "
                      f"{msum(m, 'healthroute_operator_publish_seconds_total'):.2f} s publishing "
                      f"({msum(m, 'healthroute_operator_compiles_total'):.0f} compiles, "
@@ -1381,6 +1408,9 @@ def main():
             lead = f"; the standby led after {led - wall:.2f} s (its log)" if led else ""
             rows.append((f"leader SIGKILL → an edit served (lease {args.lease_duration} s)", f"{fmt_s(took)}{lead}"))
             log(f"takeover {fmt_s(took)}")
+            if args.early:
+                early_flips(rows, "the takeover (the SIGKILL)", kube, data_ns, hr_ns, dns, n, rng, standby, t0,
+                            args.early)
             # Back as the standby; what follows starts once it has listed everything.
             leader.start()
             ready = leader.wait_ready(args.start_timeout)

@@ -408,6 +408,14 @@ def main():
     check_push(no_checker, "my-push-key")
     args = find(no_checker, "Deployment", "hr-resolver")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--no-checker" in args, args
+    # SEM-P7: the leader's writes besides the table go at the chart's pace.
+    op_args = find(defaults, "Deployment", "hr-operator")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--status-qps=100" in op_args and "--status-burst=200" in op_args, op_args
+    unpaced, _ = render({"operator": {"statusWrites": {"qps": 0}}})
+    op_args = find(unpaced, "Deployment", "hr-operator")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--status-qps=0" in op_args and "--status-burst=200" in op_args, op_args
+    e = refused({"operator": {"statusWrites": {"qps": -1}}})
+    assert "qps" in e, e
     off, _ = render({"resolver": {"service": {"trafficDistribution": ""}}})
     svc = next(d for _, d in off if d["kind"] == "Service" and d["metadata"]["name"] == "hr-resolver")
     assert "trafficDistribution" not in svc["spec"], svc["spec"]

@@ -62,6 +62,8 @@ pub enum Error {
     },
     #[error("--lease-duration must be at least 3 seconds")]
     LeaseTooShort,
+    #[error("--status-qps {0}: a number of writes a second, 0 or more (0: no limit)")]
+    BadStatusPace(String),
     #[error("--push-key-file {path}: {reason}")]
     PushKey { path: String, reason: String },
     #[error("cannot start the leader election's thread: {0}")]

@@ -64,6 +64,13 @@ pub struct Args {
     /// Status patches in flight at once (the status writer; the table never waits for it).
     #[arg(long = "status-concurrency", default_value_t = 8)]
     pub status_concurrency: usize,
+    /// Writes a second on average of the one writer (statuses, Peer checks, mirrors): its
+    /// share of the API server; 0 for no limit. The table's writes are not paced.
+    #[arg(long = "status-qps", value_name = "QPS", default_value_t = crate::writes::DEFAULT_QPS)]
+    pub status_qps: f64,
+    /// Writes that may go at once after a quiet spell, above the pace.
+    #[arg(long = "status-burst", value_name = "N", default_value_t = crate::writes::DEFAULT_BURST)]
+    pub status_burst: u32,
     /// Seconds one status patch may take before it counts as failed and is retried.
     #[arg(long = "status-timeout", value_name = "SECONDS", default_value_t = 10)]
     pub status_timeout: u64,
@@ -176,6 +183,11 @@ impl Settings {
             ..Config::new(args.namespace.clone(), zones)
         };
         config.status.concurrency = args.status_concurrency.max(1);
+        if !(args.status_qps.is_finite() && args.status_qps >= 0.0) {
+            return Err(Error::BadStatusPace(args.status_qps.to_string()));
+        }
+        config.status.qps = args.status_qps;
+        config.status.burst = args.status_burst.max(1);
         config.status.timeout = Duration::from_secs(args.status_timeout.max(1));
         config.status.identity = args.identity.clone();
         Ok(Settings {
@@ -280,6 +292,8 @@ mod tests {
         assert_eq!(settings.config.shards, 4);
         assert_eq!(settings.config.debounce, Duration::from_millis(50));
         assert_eq!(settings.config.status.concurrency, 1, "at least one");
+        assert_eq!(settings.config.status.qps, crate::writes::DEFAULT_QPS);
+        assert_eq!(settings.config.status.burst, crate::writes::DEFAULT_BURST);
         assert_eq!(settings.config.status.identity, "op-1");
         assert!(settings.config.push_key.is_none());
         assert_eq!(settings.election.lease, crate::LEADER_LEASE);
@@ -290,6 +304,19 @@ mod tests {
 
         let e = refused(&["--zone", "example.com", "--lease-duration", "2"]);
         assert_eq!(e, Error::LeaseTooShort.to_string());
+        let e = refused(&["--zone", "example.com", "--status-qps=-1"]);
+        assert!(e.contains("--status-qps"), "{e}");
+        let paced = Settings::resolve(&args(&[
+            "--zone",
+            "example.com",
+            "--status-qps",
+            "0",
+            "--status-burst",
+            "0",
+        ]))
+        .expect("taken");
+        assert_eq!(paced.config.status.qps, 0.0, "unpaced");
+        assert_eq!(paced.config.status.burst, 1, "at least one");
         let e = refused(&["--zone", "not a zone!"]);
         assert!(!e.is_empty());
         assert_eq!(

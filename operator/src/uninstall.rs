@@ -229,6 +229,10 @@ pub async fn run(client: Client, settings: &Settings) -> Result<Report, Error> {
                 concurrency: IN_FLIGHT,
                 timeout: REQUEST_TIMEOUT,
                 identity: "healthroute-uninstall".into(),
+                // Unpaced, as the hook has --timeout for every group: the operator is stopped,
+                // and nothing else of healthroute's shares the API server meanwhile.
+                qps: 0.0,
+                burst: 1,
             },
             stop,
         )

@@ -38,7 +38,9 @@ enum Source {
 /// One resolver as its Lease says.
 #[derive(Debug)]
 struct Entry {
-    registration: Registration,
+    /// The table generation it serves (P4).
+    served_generation: Option<u64>,
+    /// Where it takes pushes (P12), shared with every request that names it.
     push_address: Option<Arc<str>>,
     renewed: Option<jiff::Timestamp>,
 }
@@ -106,12 +108,11 @@ impl Registry {
             .as_ref()
             .and_then(|s| s.renew_time.as_ref())
             .map(|t| t.0);
-        let push_address = registration.push_address.as_deref().map(Arc::from);
         self.resolvers.insert(
             key,
             Entry {
-                registration,
-                push_address,
+                served_generation: registration.served_generation,
+                push_address: registration.push_address.as_deref().map(Arc::from),
                 renewed,
             },
         );
@@ -121,7 +122,7 @@ impl Registry {
     pub fn highest_served_generation(&self) -> u64 {
         self.resolvers
             .values()
-            .filter_map(|e| e.registration.served_generation)
+            .filter_map(|e| e.served_generation)
             .max()
             .unwrap_or(0)
     }

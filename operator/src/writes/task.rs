@@ -104,6 +104,60 @@ impl Pace {
     }
 }
 
+/// How often the writer says how far a long status backlog is.
+const PROGRESS_EVERY: Duration = Duration::from_secs(10);
+
+/// The statuses' progress, in the log: a backlog that outlasts [`PROGRESS_EVERY`] (a term's
+/// first statuses, at 100,000 groups about 17 minutes) gets a line every [`PROGRESS_EVERY`]
+/// with what is left and about how long it takes at the pace, and one when it is caught up.
+/// The gauge `healthroute_operator_status_backlog` says the same to a dashboard (P7).
+#[derive(Debug, Default)]
+struct Progress {
+    /// The backlog is not empty since then, and was this large at its largest.
+    since: Option<(Instant, usize)>,
+    /// The last line said.
+    told: Option<Instant>,
+}
+
+impl Progress {
+    /// The line to log, if one is due, for `backlog` statuses waiting at `now`.
+    fn observe(&mut self, backlog: usize, qps: f64, now: Instant) -> Option<String> {
+        let Some((since, largest)) = self.since.as_mut() else {
+            if backlog > 0 {
+                self.since = Some((now, backlog));
+            }
+            return None;
+        };
+        *largest = (*largest).max(backlog);
+        if backlog == 0 {
+            let (since, largest) = (*since, *largest);
+            self.since = None;
+            return self.told.take().map(|_| {
+                format!(
+                    "statuses caught up: {largest} written in {} s",
+                    now.duration_since(since).as_secs()
+                )
+            });
+        }
+        let last = self.told.unwrap_or(*since);
+        if now.duration_since(last) < PROGRESS_EVERY {
+            return None;
+        }
+        self.told = Some(now);
+        let left = if qps > 0.0 {
+            format!(
+                ", about {} s at {qps} a second",
+                (backlog as f64 / qps).ceil()
+            )
+        } else {
+            String::new()
+        };
+        Some(format!(
+            "statuses still to write: {backlog}{left}; answers do not wait for them"
+        ))
+    }
+}
+
 /// Writes what `queue` holds while `leader` is true, until `shutdown` turns true.
 pub async fn run(
     client: Client,
@@ -123,6 +177,7 @@ pub async fn run(
     let mut errors = ErrorLog::default();
     let mut in_flight = FuturesUnordered::new();
     let mut pace = Pace::new(config.qps, config.burst, Instant::now());
+    let mut progress = Progress::default();
     loop {
         let is_leader = *leader.borrow_and_update();
         let mut paced = None;
@@ -148,7 +203,10 @@ pub async fn run(
                 .instrument(span),
             );
         }
-        set_backlogs(&metrics, &queue);
+        let statuses = set_backlogs(&metrics, &queue);
+        if let Some(line) = progress.observe(statuses, config.qps, Instant::now()) {
+            tracing::info!("{line}");
+        }
         // Held by the pace: the next token is the next chance, whatever else is due.
         let retry_at = match (paced, queue.next_delayed()) {
             (Some(at), _) => Some(at),
@@ -175,16 +233,18 @@ fn kind_name(kind: WriteKind) -> String {
     }
 }
 
-/// Each kind's backlog, in its component's gauge.
-fn set_backlogs(metrics: &WriteMetrics, queue: &WriteQueue) {
+/// Each kind's backlog, in its component's gauge; returns the statuses'.
+fn set_backlogs(metrics: &WriteMetrics, queue: &WriteQueue) -> usize {
     let status = WriteKind::Status(crate::status::StatusKind::RecordGroup);
-    metrics.status.set_backlog(queue.backlog_of(status));
+    let statuses = queue.backlog_of(status);
+    metrics.status.set_backlog(statuses);
     let pending = |kind| queue.backlog_of(kind) as u64;
     StatusMetrics::set(&metrics.peer_checks.pending, pending(WriteKind::PeerCheck));
     StatusMetrics::set(
         &metrics.engine_shifts.pending,
         pending(WriteKind::EngineShift),
     );
+    statuses
 }
 
 /// Counts one write's outcome in its kind's metrics, logs a failure (once a minute per
@@ -274,5 +334,33 @@ mod tests {
             assert_eq!(unpaced.wait(t0), None);
             unpaced.spend();
         }
+    }
+
+    // SEM-P7: a long status backlog says how far it is every 10 s and when it is caught up;
+    // a short one says nothing.
+    #[test]
+    fn a_long_backlog_reports_its_progress() {
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let mut short = Progress::default();
+        assert_eq!(short.observe(300, 100.0, at(0)), None);
+        assert_eq!(short.observe(0, 100.0, at(3)), None, "done before a line");
+        let mut long = Progress::default();
+        assert_eq!(long.observe(0, 100.0, at(0)), None);
+        assert_eq!(long.observe(10_000, 100.0, at(1)), None);
+        assert_eq!(long.observe(9_500, 100.0, at(10)), None);
+        assert_eq!(
+            long.observe(9_000, 100.0, at(11)).as_deref(),
+            Some(
+                "statuses still to write: 9000, about 90 s at 100 a second; answers do not wait for them"
+            )
+        );
+        assert_eq!(long.observe(8_000, 100.0, at(20)), None);
+        assert!(long.observe(7_000, 100.0, at(21)).is_some());
+        assert_eq!(
+            long.observe(0, 100.0, at(101)).as_deref(),
+            Some("statuses caught up: 10000 written in 100 s")
+        );
+        assert_eq!(long.observe(0, 100.0, at(200)), None);
     }
 }

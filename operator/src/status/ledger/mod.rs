@@ -5,7 +5,8 @@
 //!  compiled(changed groups, changed checks) ──▶ groups: awaiting until the publisher has
 //!                                               caught up (or fails); judged in steps
 //!                                               between the loop's inputs ──▶ settle_step
-//!                                          ──▶ checks (all at a term's start), every shift,
+//!                                          ──▶ checks (all at a term's start, in steps
+//!                                              before the groups), every shift,
 //!                                              every ZonalAutoshift (with the Events its
 //!                                              engine reported since its last status)
 //!  push: not when it says what was last sent, or (first time this term) what the object shows,
@@ -69,6 +70,10 @@ pub struct Ledger {
     settle_again: bool,
     /// Every check's status is due at the next compile (the term's read-back was taken in).
     full: bool,
+    /// Checks whose status is due (every check at a term's start, else those a compile
+    /// changed or a newer evaluation), judged in steps before the awaiting groups
+    /// ([`Ledger::settle_step`]): a change need not wait behind 10,000 of them either.
+    checks_due: BTreeSet<ObjectKey>,
     /// The status last handed to the writer, per object, this term.
     sent: HashMap<StatusKey, Sent>,
     /// The last evaluation of each Metric check (H14), for its status.
@@ -117,6 +122,7 @@ impl Ledger {
             settle: None,
             settle_again: false,
             full: false,
+            checks_due: BTreeSet::new(),
             sent: HashMap::new(),
             evaluations: HashMap::new(),
             evaluated: BTreeSet::new(),
@@ -133,6 +139,7 @@ impl Ledger {
         self.settle = None;
         self.settle_again = false;
         self.full = false;
+        self.checks_due.clear();
         self.sent.clear();
         self.queue.clear();
         self.autoshift_events.clear();
@@ -190,8 +197,8 @@ impl Ledger {
     }
 
     /// The statuses a compile of this term (seeded) changed: its groups once published, its
-    /// checks (all of them at a term's start, and those with a newer evaluation), every
-    /// shift and every ZonalAutoshift.
+    /// checks (those with a newer evaluation, and all of them at a term's start, in steps),
+    /// every shift and every ZonalAutoshift.
     pub fn compiled(
         &mut self,
         index: &Index,
@@ -203,19 +210,11 @@ impl Ledger {
         let full = std::mem::take(&mut self.full);
         self.awaiting.extend(changed_groups);
         self.wake_settle();
-        let mut checks: Vec<ObjectKey> = if full {
-            index.checks.keys().cloned().collect()
-        } else {
-            changed_checks
-        };
-        for key in std::mem::take(&mut self.evaluated) {
-            if !checks.contains(&key) {
-                checks.push(key);
-            }
+        if full {
+            self.checks_due.extend(index.checks.keys().cloned());
         }
-        for key in checks {
-            self.check(index, &key, now);
-        }
+        self.checks_due.extend(changed_checks);
+        self.checks_due.append(&mut self.evaluated);
         for key in index.shifts.keys() {
             self.shift(index, key, now);
         }
@@ -237,17 +236,22 @@ impl Ledger {
         }
     }
 
-    /// Awaiting groups are to be judged ([`Ledger::settle_step`] has work).
+    /// Checks or awaiting groups are to be judged ([`Ledger::settle_step`] has work).
     pub fn settling(&self) -> bool {
-        self.settle.is_some() && self.published.seeded()
+        !self.checks_due.is_empty() || (self.settle.is_some() && self.published.seeded())
     }
 
-    /// Judges up to `budget` more awaiting groups, in key order, and writes the status of each
-    /// whose version the publisher has caught up with, or that a failing publish leaves behind
-    /// (those stay awaiting until published). A term's first table makes every group await
-    /// (10,000 and more): in steps, a change that arrives meanwhile is compiled and published
-    /// after one step, not after them all. Returns how many were judged.
+    /// Judges up to `budget` more objects: first the checks a term's start made due, then the
+    /// awaiting groups, in key order, writing the status of each whose version the publisher
+    /// has caught up with, or that a failing publish leaves behind (those stay awaiting until
+    /// published). A term's first table makes every group await (10,000 and more): in steps,
+    /// a change that arrives meanwhile is compiled and published after one step, not after
+    /// them all. Returns how many were judged.
     pub fn settle_step(&mut self, index: &Index, now: Timestamp, budget: usize) -> usize {
+        let checks = self.checks_step(index, api_time(now), budget);
+        if checks > 0 {
+            return checks;
+        }
         let Some(after) = self.settle.take() else {
             return 0;
         };
@@ -308,6 +312,18 @@ impl Ledger {
             // A new term finds most statuses right: their copy goes at once.
             self.share_shown(&(StatusKind::RecordGroup, key.clone()), g.status.as_ref());
         }
+    }
+
+    /// Judges up to `budget` of the checks due since the term's start.
+    fn checks_step(&mut self, index: &Index, now: Timestamp, budget: usize) -> usize {
+        let mut judged = 0;
+        while judged < budget
+            && let Some(key) = self.checks_due.pop_first()
+        {
+            self.check(index, &key, now);
+            judged += 1;
+        }
+        judged
     }
 
     fn check(&mut self, index: &Index, key: &ObjectKey, now: Timestamp) {

@@ -360,6 +360,47 @@ fn a_terms_first_statuses_are_settled_in_steps() {
     );
 }
 
+// SEM-P7: a term's start makes every check's status due as well; they are judged in steps
+// too, before the groups, and not at the compile that made them due.
+#[test]
+fn a_terms_first_check_statuses_are_judged_in_steps() {
+    let mut index = listed();
+    for name in ["c1", "c2", "c3"] {
+        let check: healthroute_api::HealthCheck = serde_json::from_value(json!({
+            "apiVersion": "healthroute.io/v1alpha1", "kind": "HealthCheck",
+            "metadata": {"name": name, "namespace": "shop", "generation": 1},
+            "spec": {"type": "TCP", "target": {"address": "192.0.2.1", "port": 80}}
+        }))
+        .expect("valid");
+        index.apply(Input::Check(Event::Apply(check)));
+    }
+    let queue = WriteQueue::default();
+    let mut ledger = Ledger::new(queue.clone(), Arc::new(StatusMetrics::default()));
+    ledger.new_term(true);
+    ledger.hold_read_back(ReadBack::default());
+    ledger.take_read_back(&mut index);
+    let report = index.compiler.compile(t(0));
+    ledger.compiled(&index, report.changed_groups, report.changed_checks, t(0));
+    assert!(ledger.settling(), "the checks are due");
+    assert_eq!(queue.backlog(), 0, "nothing is judged at the compile");
+    assert_eq!(ledger.settle_step(&index, t(0), 2), 2);
+    assert_eq!(queue.backlog(), 2);
+    assert_eq!(ledger.settle_step(&index, t(0), 2), 1, "the last check");
+    assert_eq!(queue.backlog(), 3);
+    assert_eq!(ledger.settle_step(&index, t(0), 2), 1, "then the groups");
+    assert_eq!(queue.backlog(), 3, "api waits for its table (P5)");
+    assert!(!ledger.settling());
+    ledger.take_published(1, index.compiler.table());
+    assert_eq!(ledger.settle_step(&index, t(0), 2), 1, "api");
+    let mut written = Vec::new();
+    while let Some(update) = ready(&queue) {
+        mark_written(&queue, &update);
+        written.push(update.key.name.to_string());
+    }
+    written.sort();
+    assert_eq!(written, ["api", "c1", "c2", "c3"]);
+}
+
 // SEM-P5: a status just written whose watch event has not arrived yet is not "changed by
 // another writer": the recheck leaves it to the next one, which writes it again only if
 // the object still does not show it.

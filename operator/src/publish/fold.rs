@@ -199,10 +199,17 @@ impl Publisher {
     }
 
     /// Deletes what the manifest no longer names: shards at or beyond `count`, and the deltas
-    /// of older manifests (one label-selected request). Harmless where they stay: no reader
-    /// uses them. Tried again after the next manifest.
+    /// of older manifests (one label-selected request, sent beside the publisher: a change
+    /// never waits for it). Harmless where they stay: no reader uses them. Tried again after
+    /// the next manifest.
     pub(super) async fn clean_up(&mut self, count: u32) {
         self.remove_unused_shards(count).await;
+        if let Some(deleting) = self.deleting.as_ref() {
+            if !deleting.is_finished() {
+                return;
+            }
+            self.deleted_stale_deltas().await;
+        }
         let Some((manifest, _)) = &self.manifest else {
             return;
         };
@@ -213,19 +220,34 @@ impl Publisher {
             "{TABLE_LABEL}={DELTA},{BASE_LABEL}!={}",
             manifest.generation
         );
-        let list = ListParams::default().labels(&selector);
-        match timed(
-            "deleting old deltas",
-            self.api.delete_collection(&DeleteParams::default(), &list),
-        )
-        .await
-        {
-            Ok(Ok(_)) => {
-                // Only the manifest's own deltas (if any) are left.
-                self.stale_deltas = self.deltas.0 > 0;
+        let api = self.api.clone();
+        self.deleting = Some(tokio::spawn(async move {
+            let list = ListParams::default().labels(&selector);
+            match timed(
+                "deleting old deltas",
+                api.delete_collection(&DeleteParams::default(), &list),
+            )
+            .await
+            {
+                Ok(Ok(_)) => Ok(()),
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(e) => Err(e.to_string()),
             }
-            Ok(Err(e)) => tracing::debug!(error = %e, "old deltas not deleted"),
-            Err(e) => tracing::debug!(error = %e, "old deltas not deleted"),
+        }));
+        // Once it is done, only the manifest's own deltas (if any) are left.
+        self.stale_deltas = self.deltas.0 > 0;
+    }
+
+    /// Waits for the delete of older deltas, if one is under way: before a new manifest, whose
+    /// own deltas the delete's selector (every base but the one before) would take too.
+    pub(super) async fn deleted_stale_deltas(&mut self) {
+        let Some(deleting) = self.deleting.take() else {
+            return;
+        };
+        let outcome = deleting.await.unwrap_or_else(|e| Err(e.to_string()));
+        if let Err(error) = outcome {
+            tracing::debug!(%error, "old deltas not deleted");
+            self.stale_deltas = true;
         }
     }
 

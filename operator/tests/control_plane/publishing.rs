@@ -260,3 +260,45 @@ async fn a_failing_publish_is_reported_as_such() {
     assert_eq!(running.readiness.not_ready(), None);
     running.stop().await;
 }
+
+// SEM-P11: the delete of older manifests' deltas goes beside the publisher: a change made
+// while it is still under way (a takeover's hundreds of old deltas) is written at once.
+#[tokio::test]
+async fn a_change_does_not_wait_for_the_old_deltas_delete() {
+    let (api, client) = FakeApi::start(Settings {
+        collection_deletes: Answer::Hang,
+        ..Settings::default()
+    });
+    let n = 4;
+    let groups: Vec<RecordGroup> = (0..n).map(service_group).collect();
+    put_published(&api, &compiled(1, &groups), 2);
+    api.put_configmap(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "healthroute-table-delta-7", "namespace": "healthroute",
+                     "labels": {"healthroute.io/table": "delta", "healthroute.io/table-base": "6"}},
+        "data": {DATA_KEY: "{}"}
+    }));
+    let running = start(
+        client,
+        true,
+        groups,
+        (0..n).map(|i| slice(i, true)).collect(),
+        vec![],
+    );
+    api.wait_for("the old deltas' delete", 0, IN_TIME, |s| {
+        s.method == "DELETE" && s.path.contains("/configmaps?")
+    })
+    .await;
+    let before = api.log().len();
+    running.send(Input::Slice(Event::Apply(slice(1, false))));
+    let delta = api
+        .wait_for("the change's delta", before, Duration::from_secs(5), |s| {
+            s.is_delta_write()
+        })
+        .await;
+    let data = delta.body["data"][DATA_KEY].as_str().expect("data");
+    let delta: published::Delta = serde_json::from_str(data).expect("delta");
+    let keys: Vec<String> = delta.groups.keys().map(|k| k.to_string()).collect();
+    assert_eq!(keys, ["shop/g1"]);
+    running.stop().await;
+}

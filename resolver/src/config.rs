@@ -358,6 +358,9 @@ pub struct ZoneObject {
     pub nameservers: Vec<NameServerEntry>,
     #[serde(default)]
     pub soa: SoaNames,
+    /// Signed answers (K1): the keys and the signatures' timing.
+    #[serde(default)]
+    pub dnssec: Option<crate::dns::dnssec::DnssecEntry>,
 }
 
 /// `{name, addresses}`: addresses are kept as written and checked by [`zone_configs`], which
@@ -628,7 +631,8 @@ fn described_zones(
         }
         listed.insert(name.clone(), (i, object));
         if let ZoneEntry::Zone(zone) = entry {
-            let config = zone_object(i, &name, zone, default_ttl, &bad)?;
+            let base = file_path.parent().unwrap_or(Path::new("."));
+            let config = zone_object(i, &name, zone, default_ttl, base, &bad)?;
             described.insert(name, (i, config));
         }
     }
@@ -641,6 +645,7 @@ fn zone_object(
     apex: &str,
     zone: &ZoneObject,
     default_ttl: u32,
+    base: &Path,
     bad: &dyn Fn(String, String) -> Error,
 ) -> Result<ZoneConfig, Error> {
     let mut nameservers: Vec<NameServer> = Vec::with_capacity(zone.nameservers.len());
@@ -673,12 +678,22 @@ fn zone_object(
             .transpose()
             .map_err(|e| bad(format!("zones[{i}].soa.{field}"), e))
     };
+    let dnssec = zone
+        .dnssec
+        .as_ref()
+        .map(|entry| {
+            entry
+                .config(base)
+                .map_err(|(field, why)| bad(format!("zones[{i}].dnssec.{field}"), why))
+        })
+        .transpose()?;
     Ok(ZoneConfig {
         apex: apex.to_owned(),
         nameservers,
         mname: soa_name("mname", &zone.soa.mname)?,
         rname: soa_name("rname", &zone.soa.rname)?,
         default_ttl,
+        dnssec,
     })
 }
 

@@ -49,6 +49,12 @@ pub enum Error {
     /// The push listener's flags (P12).
     #[error("{0}")]
     Push(String),
+    /// A DNSSEC key file that cannot be used (K1): the file and why, never the key.
+    #[error("DNSSEC key {}: {why}", path.display())]
+    DnssecKey { path: PathBuf, why: String },
+    /// A signed zone's keys that cannot sign it together (K1).
+    #[error("DNSSEC keys of {zone}: {why}")]
+    DnssecKeys { zone: String, why: String },
     #[error(transparent)]
     Name(#[from] healthroute_table::Error),
     #[error("cannot listen on {what} {addr}: {source}")]

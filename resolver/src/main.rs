@@ -18,6 +18,7 @@ use healthroute_resolver::server::{self, ServeConfig};
 use healthroute_resolver::settings::{Cluster, Mode, Push, ServeArgs, Serving, Settings};
 use healthroute_resolver::sources::cluster;
 use healthroute_resolver::sources::standalone::Standalone;
+use healthroute_resolver::tools::dnssec;
 use healthroute_resolver::tools::simulate::{self, SimulateArgs};
 
 #[derive(Parser)]
@@ -37,7 +38,12 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// What would DNS answer if...: compile a manifest directory and draw answers.
-    Simulate(SimulateArgs),
+    Simulate(Box<SimulateArgs>),
+    /// Signed zones: a new key, the DS for the parent zone.
+    Dnssec {
+        #[command(subcommand)]
+        command: dnssec::DnssecCommand,
+    },
 }
 
 /// A start-up error is said once, as `error: ...` on stderr, the way the simulator and the
@@ -47,6 +53,16 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Some(Command::Dnssec { command }) => match dnssec::run(&command) {
+            Ok(text) => {
+                print!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(2)
+            }
+        },
         Some(Command::Simulate(args)) => match simulate::run(&args) {
             Ok(text) => {
                 print!("{text}");

@@ -28,6 +28,7 @@ use healthroute_admin::endpoint::Admin;
 use healthroute_admin::metrics::Registry;
 use healthroute_checker::CheckerCollector;
 
+use crate::dns::dnssec::Signers;
 use crate::dns::exchange::{self, ExchangeCollector, ExchangeMetrics};
 use crate::dns::forward::Forwarder;
 use crate::dns::handler::DnsHandler;
@@ -128,11 +129,20 @@ pub async fn start(
         }),
         metrics: Metrics::new(zone_names),
         draining: Default::default(),
+        signers: Signers::load(
+            config
+                .zones
+                .iter()
+                .filter_map(|z| Some((z.apex.as_str(), z.dnssec.as_ref()?))),
+        )?,
     });
     let from_disk = tables.borrow().is_none() && serve_last_table(&config, &shared)?;
+    let mut tasks = Vec::new();
+    if !shared.signers.is_empty() {
+        tasks.push(tokio::spawn(reload_keys(shared.clone())));
+    }
     let (dns, dns_addrs) = DnsPath::bind(&config, &shared)?;
 
-    let mut tasks = Vec::new();
     // The exchange listener reads the same tables the serving table is built from (X6).
     let exchange_metrics = Arc::new(ExchangeMetrics::default());
     let exchange_addr = match config.exchange {
@@ -195,6 +205,28 @@ pub async fn start(
         tasks,
         table_writer,
     })
+}
+
+/// How often the signed zones' key files are read again (K5).
+const KEY_RELOAD_EVERY: Duration = Duration::from_secs(10);
+
+/// Reads the key files again every [`KEY_RELOAD_EVERY`]: a Secret's new version (kubelet
+/// swaps the mounted files) or an edited file is signed with from then on; keys that cannot
+/// be used leave the old ones signing, with the error in the log and a metric (K5).
+async fn reload_keys(shared: Arc<Shared>) {
+    let mut every = tokio::time::interval(KEY_RELOAD_EVERY);
+    every.tick().await;
+    loop {
+        every.tick().await;
+        for (zone, outcome) in shared.signers.reload() {
+            match outcome {
+                Ok(()) => tracing::info!(%zone, "DNSSEC keys changed: signing with the new ones"),
+                Err(e) => {
+                    tracing::error!(%zone, error = %e, "DNSSEC keys changed but cannot be used: the previous keys keep signing")
+                }
+            }
+        }
+    }
 }
 
 /// P2: serves the last table from disk until a source has a newer one; true when it does.

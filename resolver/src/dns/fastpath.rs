@@ -22,7 +22,8 @@ use healthroute_table::Value;
 use crate::dns::counters::Tally;
 use crate::dns::serving::{ApexRecords, Outcome, ServedZone, ServingTable};
 use crate::dns::wire::{
-    MAX_UDP_PAYLOAD, TYPE_AXFR, TYPE_CNAME, TYPE_IXFR, TYPE_OPT, push_value_rr,
+    MAX_UDP_PAYLOAD, TYPE_AXFR, TYPE_CDNSKEY, TYPE_CDS, TYPE_CNAME, TYPE_DNSKEY, TYPE_IXFR,
+    TYPE_OPT, push_value_rr,
 };
 
 /// The result of [`answer`].
@@ -53,6 +54,8 @@ pub struct Question<'r> {
     /// The client's UDP limit (512 without EDNS, at most our 1232).
     pub limit: usize,
     pub edns: bool,
+    /// The OPT's DO bit (K2).
+    pub dnssec_ok: bool,
 }
 
 /// Parses a plain query; `lower` receives the question name in lower case.
@@ -98,6 +101,7 @@ pub fn parse<'r>(req: &'r [u8], lower: &mut [u8; 256]) -> Option<Question<'r>> {
     // are ignored, never echoed (D10). A version above 0 is the handler's (BADVERS).
     let mut limit = 512;
     let mut edns = false;
+    let mut dnssec_ok = false;
     if ar == 1 {
         let b = &req[question_end..];
         if b.len() < 11 || b[0] != 0 || u16_at(b, 1) != Some(TYPE_OPT) || b[5] != 0 || b[6] != 0 {
@@ -109,6 +113,7 @@ pub fn parse<'r>(req: &'r [u8], lower: &mut [u8; 256]) -> Option<Question<'r>> {
         }
         limit = usize::from(u16_at(b, 3).unwrap_or(512)).clamp(512, MAX_UDP);
         edns = true;
+        dnssec_ok = b[7] & 0x80 != 0;
     } else if req.len() != question_end {
         return None;
     }
@@ -119,6 +124,7 @@ pub fn parse<'r>(req: &'r [u8], lower: &mut [u8; 256]) -> Option<Question<'r>> {
         qtype,
         limit,
         edns,
+        dnssec_ok,
     })
 }
 
@@ -136,6 +142,14 @@ pub fn answer<'a>(
         return Fast::Fallback;
     };
     let qname = &lower[..q.name_len];
+    // A signed zone's answers with DO, and its keys, are the handler's (K2, K4); nothing is
+    // picked or counted before this.
+    if let Some(zone) = table.zone_of(qname)
+        && table.zones()[zone].signed
+        && (q.dnssec_ok || matches!(q.qtype, TYPE_DNSKEY | TYPE_CDS | TYPE_CDNSKEY))
+    {
+        return Fast::Fallback;
+    }
     let outcome = table.lookup(qname, q.qtype, rng, tally);
     // Outside every zone (forwarded or refused): the handler's, and nothing was counted.
     let Some(zone) = outcome.zone() else {

@@ -30,8 +30,9 @@ use hickory_server::server::{Request, RequestHandler, ResponseHandler, ResponseI
 use hickory_server::zone_handler::{MessageResponse, MessageResponseBuilder};
 
 use crate::dns::counters::Tally;
+use crate::dns::dnssec::{self, Signers, ZoneSigner};
 use crate::dns::metrics::Metrics;
-use crate::dns::serving::{ApexRecords, Outcome, ServingTable};
+use crate::dns::serving::{ApexRecords, ChainEnd, Outcome, ServingTable};
 use crate::dns::state::Shared;
 use crate::dns::wire::{MAX_UDP_PAYLOAD, value_rr, wire_name};
 
@@ -53,19 +54,31 @@ impl RequestHandler for DnsHandler {
     ) -> ResponseInfo {
         let mut response = Recorder::new(response, &self.shared.metrics);
         let mut metadata = Metadata::response_from_request(&request.metadata);
+        let queries = request.queries.queries();
+        let table = self.shared.table.load_full();
+        // The signer of the question's zone, when it is signed (K1).
+        let signer = table
+            .as_ref()
+            .zip(queries.first())
+            .and_then(|(table, query)| {
+                let zone = table.zone_of(&wire_name(&query.name().to_string()))?;
+                self.shared.signers.get(&table.zones()[zone].apex)
+            });
         // An OPT when the client sent one (D4), our own (D10): our payload size, version 0,
-        // DO clear, none of the client's options. Over UDP the responder keeps the reply
-        // within the client's size.
+        // none of the client's options; DO set when the client's is and the zone is signed
+        // (K2). Over UDP the responder keeps the reply within the client's size.
+        let dnssec_ok =
+            signer.is_some() && request.edns.as_ref().is_some_and(|e| e.flags().dnssec_ok);
         let edns = request.edns.as_ref().map(|_| {
             let mut e = Edns::new();
             e.set_max_payload(MAX_UDP_PAYLOAD);
+            e.set_dnssec_ok(dnssec_ok);
             e
         });
         let mut builder = MessageResponseBuilder::from_message_request(request);
         if let Some(e) = &edns {
             builder.edns(e);
         }
-        let queries = request.queries.queries();
         response.qtype = queries.first().map_or(RecordType::NULL, |q| q.query_type());
         if let Some(code) = not_a_query(request) {
             return response
@@ -73,7 +86,7 @@ impl RequestHandler for DnsHandler {
                 .await;
         }
         let query = &queries[0];
-        let Some(table) = self.shared.table.load_full() else {
+        let Some(table) = table else {
             // Not ready: no table yet (readiness says so too).
             return response
                 .send(builder.error_msg(&request.metadata, ResponseCode::ServFail))
@@ -109,9 +122,29 @@ impl RequestHandler for DnsHandler {
             Outcome::NotServed => self.forward(request, builder, response).await,
             served => {
                 let owner = query.original().name().clone();
-                let (answers, authority) = records(&table, &served, &owner);
+                let (mut answers, mut authority) = records(&table, &served, &owner);
+                let mut rcode = served.rcode();
+                if let Some(signer) = &signer {
+                    // K2-K4: the apex's keys, and with DO every RRset signed.
+                    let keys = apex_keys(signer, &table, &served, query.query_type());
+                    let denied = keys.is_none();
+                    if let Some(keys) = keys {
+                        answers = keys;
+                        authority.clear();
+                    }
+                    if dnssec_ok {
+                        (answers, authority, rcode) = sign_sections(
+                            &self.shared.signers,
+                            &table,
+                            (&served, denied),
+                            &owner,
+                            answers,
+                            authority,
+                        );
+                    }
+                }
                 let glue = additional(&table, &served);
-                metadata.response_code = ResponseCode::from(0, served.rcode());
+                metadata.response_code = ResponseCode::from(0, rcode);
                 let msg = builder.build(
                     metadata,
                     answers.iter(),
@@ -302,6 +335,102 @@ pub fn records(
     (answers, authority)
 }
 
+/// K4: a question at a signed zone's apex for its DNSKEY, CDS or CDNSKEY RRset, answered
+/// from its keys (with or without DO); `None` for any other question.
+fn apex_keys(
+    signer: &ZoneSigner,
+    table: &ServingTable,
+    outcome: &Outcome<'_>,
+    qtype: RecordType,
+) -> Option<Vec<Record>> {
+    let Outcome::NoData { zone } = outcome else {
+        return None;
+    };
+    if !matches!(
+        qtype,
+        RecordType::DNSKEY | RecordType::CDS | RecordType::CDNSKEY
+    ) {
+        return None;
+    }
+    let z = &table.zones()[*zone];
+    // NoData at the apex only: a name below it has no keys.
+    let apex = wire_name(&signer.apex.to_ascii());
+    if *z.apex != *apex {
+        return None;
+    }
+    let ttl = soa_minimum(&z.soa)?;
+    Some(dnssec::key_records(signer, qtype, ttl)).filter(|keys| !keys.is_empty())
+}
+
+/// The SOA minimum of a wire SOA RR (no owner): the zone's default TTL (D7).
+fn soa_minimum(soa: &[u8]) -> Option<u32> {
+    let tail = soa.get(soa.len().checked_sub(4)?..)?;
+    Some(u32::from_be_bytes(tail.try_into().ok()?))
+}
+
+/// K2, K3: with DO at a signed zone, each answer and authority RRset followed by its RRSIGs
+/// (each by the signer of its owner's zone: `signers`), and a denial (NODATA, or a name that
+/// does not exist, also at the end of a CNAME chain) by one NSEC at the denied name (compact
+/// denial, RFC 9824): the types there, or NXNAME, and NOERROR for a name that does not
+/// exist. `outcome` comes with whether its denial stands (not when the apex's keys answer
+/// it). Returns the sections and the response code.
+fn sign_sections(
+    signers: &Signers,
+    table: &ServingTable,
+    (outcome, denial): (&Outcome<'_>, bool),
+    question: &Name,
+    answers: Vec<Record>,
+    authority: Vec<Record>,
+) -> (Vec<Record>, Vec<Record>, u8) {
+    let now = dnssec::unix_now();
+    let signer_of = |name: &Name| {
+        let zone = table.zone_of(&wire_name(&name.to_ascii()))?;
+        signers.get(&table.zones()[zone].apex)
+    };
+    let denied = match outcome {
+        _ if !denial => None,
+        Outcome::NoData { .. } | Outcome::NxDomain { .. } => Some(question.clone()),
+        Outcome::Answer {
+            chain,
+            end: ChainEnd::NoData { .. } | ChainEnd::NxDomain { .. },
+            ..
+        } => chain
+            .iter()
+            .last()
+            .and_then(|step| step.cname_target())
+            .and_then(|target| Name::from_ascii(target).ok()),
+        _ => None,
+    };
+    let mut authority = dnssec::with_rrsigs(&signer_of, authority, now);
+    let mut rcode = outcome.rcode();
+    if let Some(name) = denied
+        && let Some(signer) = signer_of(&name)
+    {
+        let wire = wire_name(&name.to_ascii());
+        let types = table.types_at(&wire).map(|types| {
+            let mut types: Vec<RecordType> = types.into_iter().map(RecordType::from).collect();
+            if name.num_labels() == signer.apex.num_labels() {
+                types.extend([RecordType::DNSKEY, RecordType::CDS, RecordType::CDNSKEY]);
+            }
+            types
+        });
+        let ttl = table
+            .zone_of(&wire)
+            .and_then(|z| soa_minimum(&table.zones()[z].soa))
+            .unwrap_or(60);
+        if let Some(nsec) = dnssec::denial(&name, types.as_deref(), ttl) {
+            authority.extend(dnssec::with_rrsigs(&signer_of, vec![nsec], now));
+        }
+        // Compact denial: the name "exists" with no data for the type.
+        rcode = 0;
+    }
+    (
+        dnssec::with_rrsigs(&signer_of, answers, now),
+        authority,
+        rcode,
+    )
+}
+
 /// The additional records of `outcome`: an apex NS answer's glue, the addresses of its
 /// in-zone name servers (D12).
 pub fn additional(table: &ServingTable, outcome: &Outcome<'_>) -> Vec<Record> {
@@ -381,6 +510,7 @@ mod tests {
             upstream: None,
             metrics,
             draining: Default::default(),
+            signers: Default::default(),
         });
         if with_table {
             let mut t = RoutingTable::default();

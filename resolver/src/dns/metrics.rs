@@ -16,6 +16,7 @@ use hickory_proto::rr::RecordType;
 use healthroute_admin::metrics::{AtomicHistogram, Exposition};
 
 use crate::dns::counters::AnswerCounters;
+use crate::dns::dnssec::Signers;
 use crate::dns::serving::ServingTable;
 
 const TYPES: [&str; 8] = ["A", "AAAA", "CNAME", "TXT", "SOA", "NS", "ANY", "other"];
@@ -193,6 +194,66 @@ impl Metrics {
             .flat_map(|t| t.groups().map(|g| &*g.compiled.key));
         self.answers.encode(out, groups)
     }
+}
+
+/// The signed zones' metrics (K6): signatures made, the cache's hits, misses and entries,
+/// key files that could not be used, and the time to expiry of the oldest signature the
+/// cache serves.
+pub fn encode_signers(out: &mut Exposition, signers: &Signers) -> fmt::Result {
+    if signers.is_empty() {
+        return Ok(());
+    }
+    let zones = signers.zones();
+    let apex: Vec<String> = zones
+        .iter()
+        .map(|z| z.signer.load().apex.to_ascii())
+        .collect();
+    let counter = |pick: fn(&crate::dns::dnssec::SignerCounters) -> &AtomicU64| {
+        zones.iter().zip(&apex).map(move |(z, a)| {
+            (
+                [("zone", a.as_str())],
+                pick(&z.counters).load(Ordering::Relaxed),
+            )
+        })
+    };
+    out.counters(
+        "healthroute_dnssec_signatures_total",
+        "RRSIGs made (K3): a signed answer from the cache makes none.",
+        counter(|c| &c.signatures),
+    )?;
+    out.counters(
+        "healthroute_dnssec_cache_hits_total",
+        "RRsets whose RRSIGs came from the cache.",
+        counter(|c| &c.cache_hits),
+    )?;
+    out.counters(
+        "healthroute_dnssec_cache_misses_total",
+        "RRsets signed because the cache had no fresh RRSIGs for them.",
+        counter(|c| &c.cache_misses),
+    )?;
+    out.counters(
+        "healthroute_dnssec_key_reload_failures_total",
+        "Key files that changed but could not be used; the keys before them kept signing (K5).",
+        counter(|c| &c.reload_failures),
+    )?;
+    let signers_now: Vec<_> = zones.iter().map(|z| z.signer.load_full()).collect();
+    out.gauges(
+        "healthroute_dnssec_cache_entries",
+        "RRset variants whose RRSIGs the cache holds.",
+        signers_now
+            .iter()
+            .zip(&apex)
+            .map(|(s, a)| ([("zone", a.as_str())], s.cached() as i64)),
+    )?;
+    let now = crate::dns::dnssec::unix_now();
+    out.gauges(
+        "healthroute_dnssec_signature_expiry_seconds",
+        "Seconds until the oldest signature the cache serves expires (at least signatureValidity - signatureRefresh).",
+        signers_now.iter().zip(&apex).filter_map(|(s, a)| {
+            let expires = s.earliest_expiry()?;
+            Some(([("zone", a.as_str())], expires as i64 - now as i64))
+        }),
+    )
 }
 
 #[cfg(test)]

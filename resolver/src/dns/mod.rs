@@ -5,6 +5,7 @@
 //!   counters    the answer counters a serving table adds to (M1)
 //!   serving/    the serving table: the compiled table as answers ready to copy (zones,
 //!               groups, the name index, the build from the table before, the lookup)
+//!   dnssec/     signed answers: keys, RRSIGs and their cache, compact denial (K1-K6)
 //!   forward     queries outside the served zones, to one upstream (D5)
 //!   metrics     query counters and the /metrics text
 //!   state       the snapshot every query reads: table, upstream, metrics, draining
@@ -18,6 +19,7 @@
 //! Nothing here knows where a table comes from (`crate::sources`).
 
 pub mod counters;
+pub mod dnssec;
 pub mod exchange;
 pub mod fastpath;
 pub mod forward;

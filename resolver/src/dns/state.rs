@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use arc_swap::ArcSwapOption;
 use healthroute_admin::metrics::{Collector, DescriptorEncoder, Exposition};
 
+use crate::dns::dnssec::Signers;
 use crate::dns::forward::Forwarder;
 use crate::dns::metrics::Metrics;
 use crate::dns::serving::ServingTable;
@@ -30,6 +31,8 @@ pub struct Shared {
     /// Set when a stop signal arrived: /readyz turns unready while queries are still
     /// answered, so that traffic moves away before the sockets close (P9).
     pub draining: AtomicBool,
+    /// The signed zones' signers (K1); empty when no zone is signed.
+    pub signers: Signers,
 }
 
 impl Shared {
@@ -66,8 +69,8 @@ impl fmt::Debug for ServingCollector {
 impl Collector for ServingCollector {
     fn encode(&self, encoder: DescriptorEncoder) -> fmt::Result {
         let table = self.0.table.load_full();
-        self.0
-            .metrics
-            .encode(&mut Exposition::new(encoder), table.as_deref())
+        let mut exposition = Exposition::new(encoder);
+        self.0.metrics.encode(&mut exposition, table.as_deref())?;
+        crate::dns::metrics::encode_signers(&mut exposition, &self.0.signers)
     }
 }

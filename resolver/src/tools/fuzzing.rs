@@ -98,6 +98,7 @@ fn shared() -> &'static Arc<Shared> {
             upstream: None,
             metrics,
             draining: Default::default(),
+            signers: Default::default(),
         };
         shared.store(table);
         Arc::new(shared)

@@ -250,6 +250,23 @@ impl ServingTable {
         Outcome::Answer { zone, chain, end }
     }
 
+    /// The types at `qname` (lower-case wire form), for the NSEC of a signed denial (K3): the
+    /// groups' there, and at an apex its SOA and NS; empty at an empty non-terminal, `None`
+    /// where no name is.
+    pub fn types_at(&self, qname: &[u8]) -> Option<Vec<u16>> {
+        let zone = self.zone_of(qname)?;
+        let at_apex = qname.len() == self.zones[zone].apex.len();
+        let mut types: Vec<u16> = match self.index.names.get(&self.groups, qname) {
+            Some(entry) => entry.types().collect(),
+            None if at_apex => Vec::new(),
+            None => return None,
+        };
+        if at_apex {
+            types.extend([TYPE_NS, TYPE_SOA]);
+        }
+        Some(types)
+    }
+
     /// The group answering `qtype` at a name: the type itself, else a CNAME (which answers
     /// every type at its name).
     fn find(entry: &NameEntry, qtype: u16) -> Option<u32> {

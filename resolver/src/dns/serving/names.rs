@@ -48,6 +48,11 @@ impl NameEntry {
         }
     }
 
+    /// The types served here.
+    pub(super) fn types(&self) -> impl Iterator<Item = u16> + '_ {
+        self.types.iter().copied().filter(|&t| t != 0)
+    }
+
     /// The group of `rtype` here.
     pub(super) fn get(&self, rtype: u16) -> Option<u32> {
         if rtype == 0 {

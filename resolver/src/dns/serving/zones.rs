@@ -31,6 +31,8 @@ pub struct ZoneConfig {
     pub rname: Option<String>,
     /// TTL of answers without their own, and the SOA minimum (negative TTL, D1, D7).
     pub default_ttl: u32,
+    /// Signed answers (K1): the zone's keys and timing.
+    pub dnssec: Option<crate::dns::dnssec::DnssecConfig>,
 }
 
 /// A name server of a zone (D12): its name, and the addresses the resolver answers for that
@@ -67,6 +69,8 @@ pub struct ServedZone {
     pub glue: Box<[Glue]>,
     /// The RFC 8482 answer to ANY: an HINFO RR (no owner).
     pub any: Box<[u8]>,
+    /// The zone is signed (K1): a query with DO, or for its keys, is the handler's.
+    pub signed: bool,
 }
 
 /// One glue RRset of an NS answer: the A or AAAA RRs (no owner) of the name server whose
@@ -161,6 +165,7 @@ pub(super) fn served_zone(z: &ZoneConfig, serial: u32) -> Result<ServedZone, Err
         // HINFO "RFC8482" "".
         any: rr(TYPE_HINFO, ttl, b"\x07RFC8482\x00"),
         apex: apex.into(),
+        signed: z.dnssec.is_some(),
     })
 }
 

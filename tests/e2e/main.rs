@@ -6,6 +6,7 @@
 
 mod autoshift;
 mod dns;
+mod dnssec;
 mod generated;
 mod key_rotation;
 mod metric;

@@ -62,6 +62,8 @@ pub struct ServeConfig {
     pub autoshift: Option<crate::sources::standalone::AutoshiftCollector>,
     /// The push listener's metrics (P12), when there is one.
     pub push: Option<crate::sources::push::PushCollector>,
+    /// The settings file, read again for the signed zones' keys (K5), when there is one.
+    pub settings_file: Option<PathBuf>,
 }
 
 /// A running resolver.
@@ -139,7 +141,8 @@ pub async fn start(
     let from_disk = tables.borrow().is_none() && serve_last_table(&config, &shared)?;
     let mut tasks = Vec::new();
     if !shared.signers.is_empty() {
-        tasks.push(tokio::spawn(reload_keys(shared.clone())));
+        let settings = config.settings_file.clone();
+        tasks.push(tokio::spawn(reload_keys(shared.clone(), settings)));
     }
     let (dns, dns_addrs) = DnsPath::bind(&config, &shared)?;
 
@@ -210,15 +213,16 @@ pub async fn start(
 /// How often the signed zones' key files are read again (K5).
 const KEY_RELOAD_EVERY: Duration = Duration::from_secs(10);
 
-/// Reads the key files again every [`KEY_RELOAD_EVERY`]: a Secret's new version (kubelet
-/// swaps the mounted files) or an edited file is signed with from then on; keys that cannot
-/// be used leave the old ones signing, with the error in the log and a metric (K5).
-async fn reload_keys(shared: Arc<Shared>) {
+/// Reads the settings' `dnssec` and the key files again every [`KEY_RELOAD_EVERY`]: a
+/// Secret's or a ConfigMap's new version (kubelet swaps the mounted files) or an edited file is
+/// signed with from then on; keys that cannot be used leave the old ones signing, with the
+/// error in the log and a metric (K5).
+async fn reload_keys(shared: Arc<Shared>, settings: Option<PathBuf>) {
     let mut every = tokio::time::interval(KEY_RELOAD_EVERY);
     every.tick().await;
     loop {
         every.tick().await;
-        for (zone, outcome) in shared.signers.reload() {
+        for (zone, outcome) in shared.signers.reload(settings.as_deref()) {
             match outcome {
                 Ok(()) => tracing::info!(%zone, "DNSSEC keys changed: signing with the new ones"),
                 Err(e) => {
@@ -607,6 +611,7 @@ mod tests {
             exchange: None,
             autoshift: None,
             push: None,
+            settings_file: None,
         }
     }
 

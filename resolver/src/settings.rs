@@ -295,6 +295,7 @@ fn serve_config(
         exchange: None,
         autoshift: None,
         push: None,
+        settings_file: file_path.exists().then(|| file_path.to_owned()),
         // Each UDP socket has its own receive loop (the fast path answers inline), so one
         // socket per core uses every core (bench/dnsperf.sh: on 2 cores, 2 sockets gave 187k
         // QPS where 1 gave 155k).

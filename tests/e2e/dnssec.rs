@@ -362,3 +362,152 @@ fn a_validating_resolver_trusts_every_answer() {
         "{expiry}"
     );
 }
+
+/// The settings of [`signed_dir`] with `keys` (YAML flow entries) instead.
+fn set_keys(dir: &Path, keys: &str) {
+    let settings = format!(
+        "zones:\n  - name: example.com\n    nameservers: [{{name: ns1.example.com, addresses: [127.0.0.1]}}]\n    dnssec:\n      keys: [{keys}]\ndefaultTtl: 60\n"
+    );
+    // Written whole and renamed, as kubelet swaps a mounted file: never read half-written.
+    let tmp = dir.join(".healthroute.yaml.new");
+    std::fs::write(&tmp, settings).expect("write");
+    std::fs::rename(&tmp, dir.join("healthroute.yaml")).expect("rename");
+}
+
+/// The key tags of the DNSKEY RRset and of the RRSIG over www's A, asked directly.
+fn served_tags(dns: SocketAddr) -> (Vec<String>, Vec<String>) {
+    let tags = |name: &str, rtype: &str, field: usize| -> Vec<String> {
+        let d = dig(dns, name, rtype);
+        d.answers
+            .iter()
+            .filter(|l| l.split(' ').nth(3) == Some("RRSIG"))
+            .filter_map(|l| l.split(' ').nth(field).map(str::to_owned))
+            .collect()
+    };
+    let dnskeys = dig(dns, "example.com", "DNSKEY")
+        .answers
+        .iter()
+        .filter(|l| l.split(' ').nth(3) == Some("DNSKEY"))
+        .count();
+    (vec![dnskeys.to_string()], tags("www.example.com", "A", 10))
+}
+
+// SEM-K5 SEM-K1: a CSK rollover by the user guide's steps while a validating resolver asks
+// without a pause (the parent holding both DS, the double-DS method): the new key published,
+// then signing while the old one stays published, then the old one withdrawn, each step
+// picked up from the edited settings without a restart. No answer is SERVFAIL or unvalidated.
+#[test]
+fn a_key_rollover_under_load_loses_no_answer() {
+    let backend = Backend::start();
+    let dir = signed_dir("dnssec-roll", &backend);
+    std::fs::write(dir.join("next.pem"), keygen("13")).expect("write");
+    let r = Resolver::start(&dir, &[]);
+    let old_tag = served_tags(r.dns).1;
+    set_keys(&dir, "{file: zone.pem}, {file: next.pem, state: published}");
+    let anchors = ds_lines(&dir);
+    assert_eq!(anchors.len(), 2, "{anchors:?}");
+    set_keys(&dir, "{file: zone.pem}");
+    let unbound = Unbound::start(&dir, r.dns, &anchors);
+
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load = {
+        let (stop, addr) = (stop.clone(), unbound.addr);
+        std::thread::spawn(move || {
+            let (mut asked, mut bad) = (0, Vec::new());
+            let deadline = std::time::Instant::now() + Duration::from_secs(90);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed)
+                && std::time::Instant::now() < deadline
+            {
+                for (name, rtype) in [("www.example.com", "A"), ("nope.example.com", "A")] {
+                    let d = dig(addr, name, rtype);
+                    asked += 1;
+                    if d.status != "NOERROR" || !d.ad {
+                        bad.push(format!("{name} {rtype}: {} ad={}", d.status, d.ad));
+                    }
+                }
+            }
+            (asked, bad)
+        })
+    };
+    // 1. The new key published beside the old one.
+    set_keys(&dir, "{file: zone.pem}, {file: next.pem, state: published}");
+    eventually(Duration::from_secs(20), || served_tags(r.dns).0 == ["2"]).expect("two DNSKEYs");
+    std::thread::sleep(Duration::from_secs(2));
+    // 2. The new key signs; the old one stays published (cached signatures still verify).
+    set_keys(&dir, "{file: zone.pem, state: published}, {file: next.pem}");
+    eventually(Duration::from_secs(20), || {
+        let tags = served_tags(r.dns).1;
+        !tags.is_empty() && tags != old_tag
+    })
+    .expect("signed by the new key");
+    std::thread::sleep(Duration::from_secs(2));
+    // 3. The old key withdrawn.
+    set_keys(&dir, "{file: next.pem}");
+    eventually(Duration::from_secs(20), || served_tags(r.dns).0 == ["1"]).expect("one DNSKEY");
+    std::thread::sleep(Duration::from_secs(2));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (asked, bad) = load.join().expect("load");
+    assert!(asked > 50, "{asked} queries");
+    eprintln!("rollover: {asked} queries through Unbound, {} not validated", bad.len());
+    assert!(
+        bad.is_empty(),
+        "{} of {asked} not validated: {:?}",
+        bad.len(),
+        &bad[..bad.len().min(5)]
+    );
+    let log = unbound.stop_and_log();
+    assert!(!log.contains("validation failure"), "{log}");
+
+    // A key file that is not a key leaves the last keys signing (K5), said in the metrics.
+    std::fs::write(dir.join("next.pem"), "not a key\n").expect("write");
+    eventually(Duration::from_secs(20), || {
+        sample(
+            &r.metrics(),
+            "healthroute_dnssec_key_reload_failures_total{zone=\"example.com.\"}",
+        ) == Some(1.0)
+    })
+    .expect("the failure counted");
+    let d = dig(r.dns, "www.example.com", "A");
+    assert!(
+        d.answers.iter().any(|l| l.contains("RRSIG")),
+        "still signed: {:?}",
+        d.answers
+    );
+}
+
+// SEM-K1: a key that cannot be used stops the resolver at start, naming the file, never
+// the key; nothing is served unsigned.
+#[test]
+fn a_bad_key_is_a_start_up_error() {
+    let backend = Backend::start();
+    let dir = signed_dir("dnssec-bad", &backend);
+    std::fs::write(
+        dir.join("zone.pem"),
+        "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
+    )
+    .expect("write");
+    let out = resolver()
+        .arg("--manifests")
+        .arg(&dir)
+        .args(["--listen", "127.0.0.1:0"])
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("zone.pem") && err.contains("not a PKCS#8 private key"),
+        "{err}"
+    );
+    std::fs::remove_file(dir.join("zone.pem")).expect("remove");
+    let out = resolver()
+        .arg("--manifests")
+        .arg(&dir)
+        .args(["--listen", "127.0.0.1:0"])
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("DNSSEC key") && err.contains("zone.pem"),
+        "{err}"
+    );
+}

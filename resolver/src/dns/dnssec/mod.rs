@@ -123,13 +123,16 @@ impl DnssecEntry {
     }
 }
 
-/// One signed zone: its configuration and its signer now.
+/// One signed zone: its signer now (with the settings it was made from).
 pub struct SignedZone {
     /// Lower-case wire form of the apex.
     pub apex_wire: Box<[u8]>,
-    pub config: DnssecConfig,
+    /// The apex as the settings name it, normalised.
+    pub apex: String,
     pub signer: ArcSwap<ZoneSigner>,
     pub counters: Arc<SignerCounters>,
+    /// The last reload's error, said once until it changes.
+    last_error: std::sync::Mutex<Option<String>>,
 }
 
 /// The signed zones of the process.
@@ -150,9 +153,10 @@ impl Signers {
             let signer = new_signer(apex, config, counters.clone())?;
             out.push(SignedZone {
                 apex_wire: crate::dns::wire::wire_name(apex).into_boxed_slice(),
-                config: config.clone(),
+                apex: apex.to_owned(),
                 signer: ArcSwap::from_pointee(signer),
                 counters,
+                last_error: Default::default(),
             });
         }
         Ok(Signers { zones: out })
@@ -174,32 +178,84 @@ impl Signers {
             .map(|z| z.signer.load_full())
     }
 
-    /// Reads the key files again; a zone whose files changed gets a new signer (and an empty
-    /// cache), unless the new keys cannot be used: then the old one stays and the error is
-    /// returned for the log (K5). Returns the zones that changed or failed.
-    pub fn reload(&self) -> Vec<(String, Result<(), Error>)> {
+    /// Reads the settings file (`settings`, when there is one) and the key files again: a
+    /// zone whose `dnssec` settings or key files changed gets a new signer (and an empty
+    /// cache), unless they cannot be used: then the old one stays, and the error is returned
+    /// for the log once (K5). Returns what changed or failed, by zone.
+    pub fn reload(&self, settings: Option<&std::path::Path>) -> Vec<(String, Result<(), Error>)> {
+        let fresh = settings.map(fresh_settings);
         let mut out = Vec::new();
         for zone in &self.zones {
             let current = zone.signer.load();
-            if !keys::changed(&zone.config.keys, &current.keys) {
-                continue;
-            }
-            let apex = current.apex.to_ascii();
-            match new_signer(&apex, &zone.config, zone.counters.clone()) {
-                Ok(signer) => {
+            let config = match &fresh {
+                None => Ok(current.config.clone()),
+                Some(Err(e)) => Err(e.clone()),
+                Some(Ok(zones)) => zones.get(&zone.apex).cloned().unwrap_or_else(|| {
+                    Err(format!(
+                        "zones[{}].dnssec is gone from the settings: the zone stays signed \
+                         with its keys until the resolver restarts",
+                        zone.apex
+                    ))
+                }),
+            };
+            let outcome = config
+                .map_err(|why| Error::DnssecKeys {
+                    zone: zone.apex.clone(),
+                    why,
+                })
+                .and_then(|config| {
+                    if config == current.config && !keys::changed(&config.keys, &current.keys) {
+                        return Ok(None);
+                    }
+                    new_signer(&zone.apex, &config, zone.counters.clone()).map(Some)
+                });
+            let mut last = zone.last_error.lock().unwrap_or_else(|p| p.into_inner());
+            match outcome {
+                Ok(None) => *last = None,
+                Ok(Some(signer)) => {
+                    *last = None;
                     zone.signer.store(Arc::new(signer));
-                    out.push((apex, Ok(())));
+                    out.push((zone.apex.clone(), Ok(())));
                 }
                 Err(e) => {
-                    zone.counters
-                        .reload_failures
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    out.push((apex, Err(e)));
+                    let said = e.to_string();
+                    if last.as_deref() != Some(said.as_str()) {
+                        *last = Some(said);
+                        zone.counters
+                            .reload_failures
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        out.push((zone.apex.clone(), Err(e)));
+                    }
                 }
             }
         }
         out
     }
+}
+
+/// Each signed zone's `dnssec` settings in the settings file at `path`, by normalised apex;
+/// the file's error when it cannot be read.
+fn fresh_settings(
+    path: &std::path::Path,
+) -> Result<std::collections::HashMap<String, Result<DnssecConfig, String>>, String> {
+    let file = crate::config::FileConfig::read(path).map_err(|e| e.to_string())?;
+    let base = path.parent().unwrap_or(std::path::Path::new("."));
+    let mut out = std::collections::HashMap::new();
+    for entry in &file.zones {
+        let crate::config::ZoneEntry::Zone(zone) = entry else {
+            continue;
+        };
+        let (Some(dnssec), Ok(apex)) =
+            (&zone.dnssec, healthroute_table::normalize_name(&zone.name))
+        else {
+            continue;
+        };
+        let config = dnssec
+            .config(base)
+            .map_err(|(field, why)| format!("dnssec.{field}: {why}"));
+        out.insert(apex, config);
+    }
+    Ok(out)
 }
 
 fn new_signer(
@@ -212,13 +268,7 @@ fn new_signer(
         zone: apex.to_owned(),
         why: e.to_string(),
     })?;
-    Ok(ZoneSigner::new(
-        name,
-        keys,
-        config.timing,
-        config.cache_entries,
-        counters,
-    ))
+    Ok(ZoneSigner::new(name, keys, config.clone(), counters))
 }
 
 /// Now, in Unix seconds.

@@ -25,6 +25,7 @@ use hickory_proto::dnssec::rdata::{DNSSECRData, RRSIG, SigInput};
 use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType, SerialNumber};
 use hickory_proto::serialize::binary::BinEncodable;
 
+use super::DnssecConfig;
 use super::keys::ZoneKey;
 
 /// How long signatures hold, and how long a cached one is served (K3).
@@ -116,6 +117,8 @@ impl Cache {
 pub struct ZoneSigner {
     pub apex: Name,
     pub keys: Vec<ZoneKey>,
+    /// The settings it was made from (the key files' paths and states, the timing).
+    pub config: DnssecConfig,
     pub timing: Timing,
     cache: Mutex<Cache>,
     /// The zone's, kept across signers (a key change makes a new signer): they only go up.
@@ -126,15 +129,15 @@ impl ZoneSigner {
     pub fn new(
         apex: Name,
         keys: Vec<ZoneKey>,
-        timing: Timing,
-        capacity: usize,
+        config: DnssecConfig,
         counters: Arc<SignerCounters>,
     ) -> Self {
         ZoneSigner {
             apex,
             keys,
-            timing,
-            cache: Mutex::new(Cache::new(capacity)),
+            timing: config.timing,
+            cache: Mutex::new(Cache::new(config.cache_entries)),
+            config,
             counters,
         }
     }
@@ -277,8 +280,11 @@ mod tests {
         ZoneSigner::new(
             Name::from_ascii("example.com.").expect("name"),
             vec![key],
-            Timing::default(),
-            capacity,
+            DnssecConfig {
+                keys: Vec::new(),
+                timing: Timing::default(),
+                cache_entries: capacity,
+            },
             Default::default(),
         )
     }

@@ -167,6 +167,17 @@ def resolver_config(docs):
     return yaml.safe_load(cm["data"]["healthroute.yaml"]), pod
 
 
+def zone_as_configured(zone):
+    """A zone of the values as the resolver's file holds it: a DNSSEC key's Secret key becomes
+    the file keys/<Secret>/<key> (K1), the rest as written."""
+    if not isinstance(zone, dict) or "dnssec" not in zone:
+        return zone
+    dnssec = dict(zone["dnssec"])
+    dnssec["keys"] = [{"file": f"keys/{k['secretName']}/{k['secretKey']}",
+                       **{f: k[f] for f in ("role", "state") if f in k}} for k in dnssec["keys"]]
+    return {**zone, "dnssec": dnssec}
+
+
 def check_resolver_config(docs, values):
     """The resolver reads zones, peers and the exchange from its file; every key file it names
     is an item of the projected volume mounted beside the file."""
@@ -176,7 +187,7 @@ def check_resolver_config(docs, values):
     assert not [a for a in c["args"] if a.startswith("--zone")], "zones come from the file"
     mount = next(m for m in c["volumeMounts"] if m["name"] == "config")
     assert mount["mountPath"] == "/etc/healthroute" and mount["readOnly"], mount
-    assert config["zones"] == values["zones"], config
+    assert config["zones"] == [zone_as_configured(z) for z in values["zones"]], config
     volume = next(v for v in pod["volumes"] if v["name"] == "config")["projected"]
     files = {}
     for source in volume["sources"]:
@@ -193,6 +204,10 @@ def check_resolver_config(docs, values):
     for p in peers:
         for k in p["keys"]:
             # secretFile is relative to the file's folder, the mount's root.
+            assert files[f"keys/{k['secretName']}/{k['secretKey']}"] == ("secret", k["secretName"], k["secretKey"]), files
+    for z in values["zones"]:
+        # SEM-K1: a signed zone's keys are files of Secret keys beside the settings.
+        for k in (z.get("dnssec") or {}).get("keys", []) if isinstance(z, dict) else []:
             assert files[f"keys/{k['secretName']}/{k['secretKey']}"] == ("secret", k["secretName"], k["secretKey"]), files
     ports = {(p["name"], p["containerPort"], p["protocol"]) for p in c["ports"]}
     exchange = find(docs, "Service", "hr-resolver-exchange")

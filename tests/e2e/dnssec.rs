@@ -448,7 +448,10 @@ fn a_key_rollover_under_load_loses_no_answer() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let (asked, bad) = load.join().expect("load");
     assert!(asked > 50, "{asked} queries");
-    eprintln!("rollover: {asked} queries through Unbound, {} not validated", bad.len());
+    eprintln!(
+        "rollover: {asked} queries through Unbound, {} not validated",
+        bad.len()
+    );
     assert!(
         bad.is_empty(),
         "{} of {asked} not validated: {:?}",

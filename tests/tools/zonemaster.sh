@@ -4,6 +4,7 @@
 #
 #   tests/tools/zonemaster.sh            # after `cargo build -p healthroute-resolver`
 #   RESOLVER=path/to/healthroute-resolver tests/tools/zonemaster.sh
+#   DNSSEC=1 tests/tools/zonemaster.sh   # the zone signed (K1-K4), its DS handed to Zonemaster
 #
 # Prints every message of level NOTICE and up; exits 1 on a CRITICAL, ERROR or WARNING whose
 # tag is not in ALLOWED below, 2 when it cannot run (no zonemaster-cli, no binary, port 53 of
@@ -59,6 +60,15 @@ zones:
       - {name: ns1.$ZONE., addresses: [$NS1]}
       - {name: ns2.$ZONE., addresses: [$NS2]}
 EOF
+ds_args=()
+if [ "${DNSSEC:-0}" = 1 ]; then
+  # One CSK that both nameservers sign with; its DS is what the parent would hold.
+  "$RESOLVER" dnssec keygen >"$work/zone/csk.pem"
+  printf '    dnssec:\n      keys: [{file: csk.pem}]\n' >>"$work/zone/healthroute.yaml"
+  # `ZONE. 3600 IN DS TAG ALG TYPE DIGEST` -> TAG,ALG,TYPE,DIGEST
+  ds=$("$RESOLVER" dnssec ds --manifests "$work/zone" | awk '$4 == "DS" {print $5 "," $6 "," $7 "," $8}')
+  ds_args=(--ds "$ds")
+fi
 cat >"$work/zone/records.yaml" <<EOF
 apiVersion: healthroute.io/v1alpha1
 kind: RecordGroup
@@ -98,7 +108,7 @@ done
 
 start=$(date +%s%N)
 zonemaster-cli --profile "$work/profile.json" --hints "$work/hints" --no-ipv6 \
-  --ns "ns1.$ZONE./$NS1" --ns "ns2.$ZONE./$NS2" \
+  --ns "ns1.$ZONE./$NS1" --ns "ns2.$ZONE./$NS2" "${ds_args[@]}" \
   --level DEBUG --raw --show-testcase "$ZONE" >"$work/zonemaster.txt" 2>&1 || {
   cat "$work/zonemaster.txt" >&2
   echo "zonemaster-cli failed" >&2
@@ -107,7 +117,9 @@ zonemaster-cli --profile "$work/profile.json" --hints "$work/hints" --no-ipv6 \
 took_ms=$((($(date +%s%N) - start) / 1000000))
 
 # A run that tested nothing passes nothing: the EDNS and header test cases must have run.
-for case in NAMESERVER02 NAMESERVER10 NAMESERVER11 NAMESERVER12 NAMESERVER13 DELEGATION01 CONSISTENCY05; do
+cases=(NAMESERVER02 NAMESERVER10 NAMESERVER11 NAMESERVER12 NAMESERVER13 DELEGATION01 CONSISTENCY05)
+[ "${DNSSEC:-0}" = 1 ] && cases+=(DNSSEC01 DNSSEC02 DNSSEC03 DNSSEC05 DNSSEC08 DNSSEC09 DNSSEC10)
+for case in "${cases[@]}"; do
   if ! grep -qE " DEBUG +$case +TEST_CASE_START" "$work/zonemaster.txt"; then
     cat "$work/zonemaster.txt" >&2
     echo "zonemaster-cli did not run $case" >&2

@@ -24,12 +24,19 @@ helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
 {{- end }}
 {{- end -}}
 
-{{- /* The Secrets that hold the peers' TSIG keys: {secretName: [secretKey, ...]}, as JSON. */ -}}
+{{- /* The Secrets that hold the peers' TSIG keys and the signed zones' DNSSEC keys: {secretName: [secretKey, ...]}, as JSON. */ -}}
 {{- define "healthroute.keySecrets" -}}
 {{- $secrets := dict -}}
 {{- range .Values.peers }}
 {{- range .keys }}
 {{- $_ := set $secrets .secretName (append (get $secrets .secretName | default list) .secretKey | uniq) -}}
+{{- end }}
+{{- end }}
+{{- range .Values.zones }}
+{{- if and (kindIs "map" .) .dnssec }}
+{{- range .dnssec.keys }}
+{{- $_ := set $secrets .secretName (append (get $secrets .secretName | default list) .secretKey | uniq) -}}
+{{- end }}
 {{- end }}
 {{- end }}
 {{- toJson $secrets -}}

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use healthroute_resolver::error::Error;
+use healthroute_resolver::tools::dnssec::{self, PluginDnssecCommand};
 use healthroute_resolver::tools::plugin::{self, Output, Scope, ShiftTarget};
 
 #[derive(Parser)]
@@ -69,6 +70,12 @@ enum Command {
     },
     /// Every HealthCheck: each checker's view and the quorum.
     Checks,
+    /// Signed zones: a new key, and the DS to hand to the parent zone (from a settings file,
+    /// or from the keys' Secrets).
+    Dnssec {
+        #[command(subcommand)]
+        command: PluginDnssecCommand,
+    },
 }
 
 #[derive(Subcommand)]
@@ -132,6 +139,12 @@ enum PracticeCommand {
 }
 
 async fn run(cli: Cli) -> Result<String, Error> {
+    if let Command::Dnssec {
+        command: PluginDnssecCommand::Local(local),
+    } = &cli.command
+    {
+        return dnssec::run(local);
+    }
     let client = kube::Client::try_default().await.map_err(Error::NoClient)?;
     let namespace = cli
         .namespace
@@ -169,6 +182,12 @@ async fn run(cli: Cli) -> Result<String, Error> {
             .await
         }
         Command::Checks => plugin::checks(&client, &scope, cli.output).await,
+        Command::Dnssec { command } => match command {
+            PluginDnssecCommand::SecretDs { zone, keys } => {
+                dnssec::secret_ds(&client, &namespace, &zone, &keys).await
+            }
+            PluginDnssecCommand::Local(local) => dnssec::run(&local),
+        },
         Command::Practice { command } => match command {
             PracticeCommand::Start {
                 name,

@@ -46,6 +46,14 @@ impl<'a> Tally<'a> {
     }
 }
 
+impl Tally<'_> {
+    /// Drops the increments held, uncounted: a query the fast path picked for and then left
+    /// to the handler, which counts its own picks (M1).
+    pub fn discard(mut self) {
+        self.len = 0;
+    }
+}
+
 impl Drop for Tally<'_> {
     fn drop(&mut self) {
         for (counter, n) in &self.counts[..self.len] {

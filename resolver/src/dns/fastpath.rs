@@ -20,10 +20,12 @@
 use healthroute_table::Value;
 
 use crate::dns::counters::Tally;
-use crate::dns::serving::{ApexRecords, Outcome, ServedZone, ServingTable};
+use crate::dns::dnssec::signer::rrset_key;
+use crate::dns::dnssec::{Signers, ZoneSigner};
+use crate::dns::serving::{ApexRecords, ChainEnd, Outcome, ServedZone, ServingTable};
 use crate::dns::wire::{
     MAX_UDP_PAYLOAD, TYPE_AXFR, TYPE_CDNSKEY, TYPE_CDS, TYPE_CNAME, TYPE_DNSKEY, TYPE_IXFR,
-    TYPE_OPT, push_value_rr,
+    TYPE_OPT, TYPE_RRSIG, push_value_rr,
 };
 
 /// The result of [`answer`].
@@ -129,9 +131,12 @@ pub fn parse<'r>(req: &'r [u8], lower: &mut [u8; 256]) -> Option<Question<'r>> {
 }
 
 /// Answers `req` into `out` when it is a plain query for a name in a served zone; the
-/// answer is counted in `tally`.
+/// answer is counted in `tally`. In a signed zone (`signers`), a DO query's positive answer
+/// is written with the RRSIGs the signature cache holds for its RRsets (K2, K3); anything
+/// else of a signed zone with DO, a cache miss included, and its keys are the handler's.
 pub fn answer<'a>(
     table: &'a ServingTable,
+    signers: &Signers,
     req: &[u8],
     out: &mut Vec<u8>,
     rng: &mut fastrand::Rng,
@@ -142,25 +147,78 @@ pub fn answer<'a>(
         return Fast::Fallback;
     };
     let qname = &lower[..q.name_len];
-    // A signed zone's answers with DO, and its keys, are the handler's (K2, K4); nothing is
-    // picked or counted before this.
     if let Some(zone) = table.zone_of(qname)
         && table.zones()[zone].signed
-        && (q.dnssec_ok || matches!(q.qtype, TYPE_DNSKEY | TYPE_CDS | TYPE_CDNSKEY))
     {
-        return Fast::Fallback;
+        if matches!(q.qtype, TYPE_DNSKEY | TYPE_CDS | TYPE_CDNSKEY) {
+            return Fast::Fallback;
+        }
+        if q.dnssec_ok {
+            return match signers.get(&table.zones()[zone].apex) {
+                Some(signer) => answer_signed(table, &signer, &q, qname, out, rng),
+                None => Fast::Fallback,
+            };
+        }
     }
     let outcome = table.lookup(qname, q.qtype, rng, tally);
     // Outside every zone (forwarded or refused): the handler's, and nothing was counted.
     let Some(zone) = outcome.zone() else {
         return Fast::Fallback;
     };
-    let rcode = write_reply(table, &outcome, &q, out);
+    let rcode = write_reply(table, &outcome, &q, None, out).unwrap_or_default();
     Fast::Reply {
         zone,
         qtype: q.qtype,
         rcode,
     }
+}
+
+/// A DO query in a signed zone: a positive answer whose every RRset has fresh RRSIGs in the
+/// cache is written here; otherwise nothing is counted (the picks are dropped) and the
+/// handler answers, signing what the cache lacks (M1: one count per query either way).
+fn answer_signed(
+    table: &ServingTable,
+    signer: &ZoneSigner,
+    q: &Question<'_>,
+    qname: &[u8],
+    out: &mut Vec<u8>,
+    rng: &mut fastrand::Rng,
+) -> Fast {
+    let mut picked = Tally::default();
+    let outcome = table.lookup(qname, q.qtype, rng, &mut picked);
+    let Outcome::Answer {
+        zone,
+        end: ChainEnd::Answered | ChainEnd::OutOfZone,
+        ..
+    } = outcome
+    else {
+        picked.discard();
+        return Fast::Fallback;
+    };
+    let sign = Sign {
+        signer,
+        zone,
+        now: crate::dns::dnssec::unix_now(),
+    };
+    match write_reply(table, &outcome, q, Some(&sign), out) {
+        Some(rcode) => Fast::Reply {
+            zone,
+            qtype: q.qtype,
+            rcode,
+        },
+        None => {
+            picked.discard();
+            Fast::Fallback
+        }
+    }
+}
+
+/// What a signed reply is written with (K2): the zone's signer, the zone every owner must be
+/// in (a chain into another zone is the handler's), and now, for the cache's freshness.
+struct Sign<'s> {
+    signer: &'s ZoneSigner,
+    zone: usize,
+    now: u64,
 }
 
 /// Where a name sits in the reply, for pointers to it and to its tail.
@@ -171,12 +229,15 @@ struct NameAt {
 }
 
 /// Writes the reply to `q` for `outcome` into `out` (within `q.limit`); returns its rcode.
-pub fn write_reply(
+/// With `sign` (a positive answer only), each answer RRset is followed by its cached RRSIGs
+/// and the OPT has DO; `None` when an RRset's RRSIGs are not in the cache.
+fn write_reply(
     table: &ServingTable,
     outcome: &Outcome<'_>,
     q: &Question<'_>,
+    sign: Option<&Sign<'_>>,
     out: &mut Vec<u8>,
-) -> u8 {
+) -> Option<u8> {
     let rcode = outcome.rcode();
     let flags = u16::from_be_bytes([q.id_flags[2], q.id_flags[3]]);
     out.clear();
@@ -197,9 +258,24 @@ pub fn write_reply(
         Outcome::Answer { chain, .. } => {
             for step in chain.iter() {
                 let ttl = step.ttl;
-                match write_rrset(out, owner, budget, |emit| {
+                let start = out.len();
+                let written = write_rrset(out, owner, budget, |emit| {
                     step.values.for_each(|v| emit(Rr::Value(v, ttl)))
-                }) {
+                });
+                // K2: the RRset's RRSIGs after it; the two fit whole or not at all (D4).
+                let written = match (written, sign) {
+                    (Some((n, next)), Some(sign)) => {
+                        match append_rrsigs(table, sign, out, owner, start, budget)? {
+                            Some(sigs) => Some((n + sigs, next)),
+                            None => {
+                                out.truncate(start);
+                                None
+                            }
+                        }
+                    }
+                    (written, _) => written,
+                };
+                match written {
                     Some((n, next)) => {
                         ancount += n;
                         if let Some(next) = next {
@@ -273,10 +349,12 @@ pub fn write_reply(
         }
     }
     if q.edns {
-        // Our own OPT (D10): our payload size, version 0, no flags (DO clear), no options.
+        // Our own OPT (D10): our payload size, version 0, no options; DO set on a signed
+        // reply (K2), else clear.
+        let do_bit = if sign.is_some() { 0x80 } else { 0 };
         out.extend_from_slice(&[0, 0, 41]);
         out.extend_from_slice(&(MAX_UDP as u16).to_be_bytes());
-        out.extend_from_slice(&[0, 0, 0, 0, 0, 0]);
+        out.extend_from_slice(&[0, 0, do_bit, 0, 0, 0]);
         arcount += 1;
     }
     if truncated {
@@ -285,7 +363,59 @@ pub fn write_reply(
     out[6..8].copy_from_slice(&ancount.to_be_bytes());
     out[8..10].copy_from_slice(&nscount.to_be_bytes());
     out[10..12].copy_from_slice(&arcount.to_be_bytes());
-    rcode
+    Some(rcode)
+}
+
+/// Appends the cached RRSIGs of the RRset written from `start` (owned by the name at
+/// `owner`) within `budget`: `Some(Some(n))` for n RRSIGs written, `Some(None)` when they do
+/// not fit (the caller drops the RRset), `None` on a cache miss or an owner outside the
+/// signer's zone (the handler's).
+fn append_rrsigs(
+    table: &ServingTable,
+    sign: &Sign<'_>,
+    out: &mut Vec<u8>,
+    owner: NameAt,
+    start: usize,
+    budget: usize,
+) -> Option<Option<u16>> {
+    let mut name = out.get(owner.offset..owner.offset + owner.len)?.to_vec();
+    name.make_ascii_lowercase();
+    if table.zone_of(&name) != Some(sign.zone) {
+        return None;
+    }
+    // The RRs just written: a 2-byte owner pointer, TYPE, CLASS, TTL, RDLENGTH, RDATA.
+    let (mut at, mut datas, mut head) = (start, Vec::with_capacity(4), None);
+    while at < out.len() {
+        let rr = out.get(at + 2..)?;
+        let len = usize::from(u16_at(rr, 8)?);
+        head.get_or_insert((u16_at(rr, 0)?, rr.get(4..8)?));
+        datas.push(rr.get(10..10 + len)?);
+        at += 2 + 10 + len;
+    }
+    let (rtype, ttl) = head?;
+    let ttl_bytes: [u8; 4] = ttl.try_into().ok()?;
+    let key = rrset_key(&name, rtype, u32::from_be_bytes(ttl_bytes), &mut datas);
+    let mut wire = Vec::new();
+    let mut n = 0u16;
+    let hit = sign.signer.cached_wire(&key, sign.now, |rrsigs| {
+        for rdata in rrsigs {
+            wire.extend_from_slice(&pointer(owner.offset));
+            wire.extend_from_slice(&TYPE_RRSIG.to_be_bytes());
+            wire.extend_from_slice(&1u16.to_be_bytes());
+            wire.extend_from_slice(&ttl_bytes);
+            wire.extend_from_slice(&(rdata.len() as u16).to_be_bytes());
+            wire.extend_from_slice(rdata);
+            n += 1;
+        }
+    });
+    if !hit || n == 0 {
+        return None;
+    }
+    if out.len() + wire.len() > budget {
+        return Some(None);
+    }
+    out.extend_from_slice(&wire);
+    Some(Some(n))
 }
 
 /// One RR of a reply, after its owner: a zone's own, in wire form, or an answer's value with
@@ -452,6 +582,7 @@ mod tests {
         let mut out = Vec::new();
         match answer(
             t,
+            &Signers::default(),
             req,
             &mut out,
             &mut fastrand::Rng::with_seed(1),
@@ -460,6 +591,130 @@ mod tests {
             Fast::Reply { .. } => Some(Message::from_vec(&out).expect("a valid DNS message")),
             Fast::Fallback => None,
         }
+    }
+
+    // SEM-K2 SEM-K3 SEM-M1: in a signed zone, a DO query's answer comes from the fast path
+    // with its RRSIG once the cache holds it (the handler signs the first one: the fast path
+    // falls back, its picks uncounted); without DO the answer is the unsigned one; the keys
+    // are the handler's.
+    #[test]
+    fn a_signed_answer_comes_from_the_cache() {
+        use crate::dns::dnssec::keys::{KeyConfig, generate_pem};
+        use crate::dns::dnssec::{DnssecConfig, Signers, Timing};
+        use hickory_proto::dnssec::Verifier as _;
+        use hickory_proto::dnssec::rdata::DNSSECRData;
+        use hickory_server::proto::rr::{DNSClass, Record};
+
+        let dir = std::env::temp_dir().join(format!("hr-fast-signed-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        std::fs::write(dir.join("k.pem"), generate_pem(13).expect("key")).expect("write");
+        let config = DnssecConfig {
+            keys: vec![KeyConfig {
+                file: dir.join("k.pem"),
+                role: Default::default(),
+                state: Default::default(),
+            }],
+            timing: Timing::default(),
+            cache_entries: 100,
+        };
+        let signers = Signers::load([("example.com.", &config)]).expect("loads");
+        let counters = AnswerCounters::default();
+        let mut t = RoutingTable::default();
+        t.groups.insert(
+            "t/api".into(),
+            Arc::new(CompiledGroup {
+                key: "t/api".into(),
+                name: "api.example.com.".into(),
+                record_type: RecordType::A,
+                ttl: 30,
+                last_resort: false,
+                zone_affinity: None,
+                selection: Selection::Fixed(Answer {
+                    set_identifier: "x".into(),
+                    target: Target::Values(vec![
+                        Value::A([192, 0, 2, 1].into()),
+                        Value::A([192, 0, 2, 2].into()),
+                    ]),
+                }),
+            }),
+        );
+        let zone = ZoneConfig {
+            apex: "example.com.".into(),
+            default_ttl: 45,
+            dnssec: Some(config.clone()),
+            ..ZoneConfig::default()
+        };
+        let t = ServingTable::build(&t, &[zone], None, &counters).expect("builds");
+        let counter = counters.record(&"t/api".into(), &"x".into());
+        let counted = || counter.load(std::sync::atomic::Ordering::Relaxed);
+        let asked = |req: &[u8]| {
+            let mut out = Vec::new();
+            match answer(
+                &t,
+                &signers,
+                req,
+                &mut out,
+                &mut fastrand::Rng::with_seed(1),
+                &mut Tally::default(),
+            ) {
+                Fast::Reply { .. } => Some(Message::from_vec(&out).expect("a valid DNS message")),
+                Fast::Fallback => None,
+            }
+        };
+        let mut req =
+            Message::from_vec(&query("API.example.com.", HType::A, Some(1232))).expect("q");
+        req.edns.as_mut().expect("edns").set_dnssec_ok(true);
+        let signed_query = req.to_vec().expect("encodes");
+        assert!(asked(&signed_query).is_none(), "a miss is the handler's");
+        assert_eq!(counted(), 0, "its picks were not counted");
+        // The handler's signing fills the cache.
+        let owner = Name::from_ascii("api.example.com.").expect("name");
+        let rrset: Vec<Record> = ["192.0.2.1", "192.0.2.2"]
+            .iter()
+            .map(|ip| Record::from_rdata(owner.clone(), 30, RData::A(ip.parse().expect("ip"))))
+            .collect();
+        let signer = signers
+            .get(&crate::dns::wire::wire_name("example.com."))
+            .expect("signer");
+        assert_eq!(
+            signer
+                .rrsigs(&owner, &rrset, crate::dns::dnssec::unix_now())
+                .len(),
+            1
+        );
+        let m = asked(&signed_query).expect("a hit is the fast path's");
+        assert_eq!(counted(), 1);
+        assert!(m.edns.as_ref().expect("opt").flags().dnssec_ok, "DO set");
+        let sig = m
+            .answers
+            .iter()
+            .find_map(|r| match &r.data {
+                RData::DNSSEC(DNSSECRData::RRSIG(sig)) => Some(sig.clone()),
+                _ => None,
+            })
+            .expect("an RRSIG");
+        let a: Vec<Record> = m
+            .answers
+            .iter()
+            .filter(|r| r.record_type() == HType::A)
+            .cloned()
+            .collect();
+        assert_eq!(a.len(), 2);
+        signer.keys[0]
+            .dnskey
+            .verify_rrsig(&owner, DNSClass::IN, &sig, a.iter())
+            .expect("the cached RRSIG verifies over the fast path's RRset");
+        let plain = asked(&query("api.example.com.", HType::A, Some(1232))).expect("fast");
+        assert!(
+            plain.answers.iter().all(|r| r.record_type() == HType::A),
+            "unsigned without DO"
+        );
+        assert!(!plain.edns.as_ref().expect("opt").flags().dnssec_ok);
+        assert!(
+            asked(&query("example.com.", HType::DNSKEY, None)).is_none(),
+            "keys: the handler's"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     // SEM-D1 SEM-D3: answers are authoritative, the question is echoed as asked, and the
@@ -524,6 +779,7 @@ mod tests {
         assert!(matches!(
             answer(
                 &table(),
+                &Signers::default(),
                 &req,
                 &mut out,
                 &mut fastrand::Rng::with_seed(1),
@@ -581,7 +837,14 @@ mod tests {
         {
             let mut tally = Tally::default();
             for _ in 0..40 {
-                let fast = answer(&t, &req, &mut out, &mut rng, &mut tally);
+                let fast = answer(
+                    &t,
+                    &Signers::default(),
+                    &req,
+                    &mut out,
+                    &mut rng,
+                    &mut tally,
+                );
                 assert!(matches!(fast, Fast::Reply { .. }));
             }
             assert_eq!(counters.get("t/api", "x"), 0, "added when the batch ends");
@@ -598,6 +861,7 @@ mod tests {
         let req = query("big.example.com.", HType::TXT, None);
         let fast = answer(
             &t,
+            &Signers::default(),
             &req,
             &mut out,
             &mut fastrand::Rng::with_seed(1),
@@ -664,6 +928,7 @@ mod tests {
             for _ in 0..n {
                 answer(
                     t,
+                    &Signers::default(),
                     &req,
                     &mut Vec::new(),
                     &mut fastrand::Rng::with_seed(1),
@@ -939,6 +1204,7 @@ mod tests {
         let req = query("example.com.", HType::NS, None);
         answer(
             &t,
+            &Signers::default(),
             &req,
             &mut out,
             &mut fastrand::Rng::with_seed(1),
@@ -986,6 +1252,7 @@ mod tests {
         assert!(matches!(
             answer(
                 &t,
+                &Signers::default(),
                 &req,
                 &mut out,
                 &mut fastrand::Rng::with_seed(1),
@@ -1004,6 +1271,7 @@ mod tests {
         req[2] |= 0x01; // RD
         answer(
             &t,
+            &Signers::default(),
             &req,
             &mut out,
             &mut fastrand::Rng::with_seed(1),

@@ -91,7 +91,14 @@ pub fn serve(socket: Arc<UdpSocket>, handler: DnsHandler, runtime: Handle, stop:
             };
             let request = &bufs[i][..len];
             let fast = match table.as_deref() {
-                Some(table) => fastpath::answer(table, request, &mut outs[i], &mut rng, &mut tally),
+                Some(table) => fastpath::answer(
+                    table,
+                    &handler.shared.signers,
+                    request,
+                    &mut outs[i],
+                    &mut rng,
+                    &mut tally,
+                ),
                 None => Fast::Fallback,
             };
             match fast {

@@ -16,6 +16,7 @@ pub const TYPE_HINFO: u16 = 13;
 pub const TYPE_TXT: u16 = 16;
 pub const TYPE_AAAA: u16 = 28;
 pub const TYPE_OPT: u16 = 41;
+pub const TYPE_RRSIG: u16 = 46;
 pub const TYPE_DNSKEY: u16 = 48;
 pub const TYPE_CDS: u16 = 59;
 pub const TYPE_CDNSKEY: u16 = 60;

@@ -11,6 +11,23 @@ use crate::config::{FileConfig, ZoneEntry};
 use crate::dns::dnssec::keys::{self, KeyConfig, KeyState, ZoneKey};
 use crate::error::Error;
 
+/// `kubectl healthroute dnssec`: the same, and the DS of keys held in Secrets.
+#[derive(Subcommand, Debug)]
+pub enum PluginDnssecCommand {
+    #[command(flatten)]
+    Local(DnssecCommand),
+    /// The DNSKEY and DS (SHA-256) of keys held in Secrets of the namespace (`-n`), each
+    /// given as SECRET/KEY: what the chart's `zones[].dnssec.keys` name.
+    SecretDs {
+        /// The signed zone.
+        #[arg(long)]
+        zone: String,
+        /// A key: SECRET/KEY (repeatable).
+        #[arg(long = "key", value_name = "SECRET/KEY", required = true)]
+        keys: Vec<String>,
+    },
+}
+
 #[derive(Subcommand, Debug)]
 pub enum DnssecCommand {
     /// A new private key (PKCS#8 PEM) on stdout: put it in a file or a Secret.
@@ -124,6 +141,61 @@ fn zone_report(zone: &str, keys: &[KeyConfig]) -> Result<String, Error> {
                 RData::DNSSEC(hickory_proto::dnssec::rdata::DNSSECRData::DS(ds)),
             ));
         }
+    }
+    Ok(out)
+}
+
+/// The DNSKEY and DS of each key held in a Secret of `namespace` (`SECRET/KEY`), for `zone`.
+pub async fn secret_ds(
+    client: &kube::Client,
+    namespace: &str,
+    zone: &str,
+    keys: &[String],
+) -> Result<String, Error> {
+    let apex = Name::from_ascii(healthroute_table::normalize_name(zone)?).map_err(|e| {
+        Error::DnssecKeys {
+            zone: zone.to_owned(),
+            why: e.to_string(),
+        }
+    })?;
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(client.clone(), namespace);
+    let mut out = format!("; {apex} — hand the DS lines to the parent zone\n");
+    for given in keys {
+        let bad = |why: String| Error::DnssecKey {
+            path: PathBuf::from(format!("secret {namespace}/{given}")),
+            why,
+        };
+        let (name, key) = given
+            .split_once('/')
+            .ok_or_else(|| bad("name it as SECRET/KEY".into()))?;
+        let secret = secrets.get(name).await.map_err(|source| Error::Kube {
+            what: "reading the key's Secret",
+            source,
+        })?;
+        let pem = secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get(key))
+            .ok_or_else(|| bad(format!("the Secret has no key {key}")))?;
+        let zone_key =
+            ZoneKey::from_pem(&pem.0, keys::KeyRole::Csk, KeyState::Active).map_err(bad)?;
+        out.push_str(&format!(
+            "; key {} (algorithm {}): secret {namespace}/{given}\n",
+            zone_key.tag,
+            u8::from(zone_key.algorithm())
+        ));
+        out.push_str(&line(
+            &apex,
+            RData::DNSSEC(hickory_proto::dnssec::rdata::DNSSECRData::DNSKEY(
+                zone_key.dnskey.clone(),
+            )),
+        ));
+        let ds = zone_key.ds(&apex).map_err(bad)?;
+        out.push_str(&line(
+            &apex,
+            RData::DNSSEC(hickory_proto::dnssec::rdata::DNSSECRData::DS(ds)),
+        ));
     }
     Ok(out)
 }

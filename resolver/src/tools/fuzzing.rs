@@ -124,6 +124,7 @@ pub fn udp_datagram(data: &[u8]) {
     let mut out = Vec::new();
     let fast = fastpath::answer(
         &table,
+        &shared.signers,
         data,
         &mut out,
         &mut fastrand::Rng::with_seed(7),

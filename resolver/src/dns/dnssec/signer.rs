@@ -62,6 +62,8 @@ pub struct SignerCounters {
 
 struct Entry {
     rrsigs: Box<[Record]>,
+    /// The same RRSIGs' RDATA in wire form, for the fast path.
+    wire: Box<[Box<[u8]>]>,
     /// When they were made (Unix seconds).
     made: u64,
     /// The earliest expiration among them (Unix seconds).
@@ -156,6 +158,21 @@ impl ZoneSigner {
         self.cache().earliest_expiry()
     }
 
+    /// The fast path's hit: hands the RDATA of the RRSIGs cached for the RRset `key`
+    /// ([`rrset_key`]) to `write`, when they were made less than `refresh` ago; false (and
+    /// nothing written) otherwise: the handler signs it, and fills the cache.
+    pub fn cached_wire(&self, key: &[u8], now: u64, write: impl FnOnce(&[Box<[u8]>])) -> bool {
+        let mut cache = self.cache();
+        match cache.get(key) {
+            Some(entry) if now < entry.made + self.timing.refresh.as_secs() => {
+                self.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
+                write(&entry.wire);
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// The RRSIGs of one RRset (every record owned by `owner`, of one type and TTL), from the
     /// cache when they were made less than `refresh` ago; owned by `owner` as given. Empty
     /// when no key can sign it (a signing failure is logged: the answer goes out without its
@@ -219,9 +236,14 @@ impl ZoneSigner {
             }
         }
         if !rrsigs.is_empty() {
+            let wire = rrsigs
+                .iter()
+                .filter_map(|r| r.data.to_bytes().ok().map(Vec::into_boxed_slice))
+                .collect();
             self.cache().insert(
-                key,
+                key.into_boxed_slice(),
                 Entry {
+                    wire,
                     rrsigs: rrsigs.clone().into_boxed_slice(),
                     made: now,
                     expires: expiration,
@@ -234,23 +256,33 @@ impl ZoneSigner {
 
 /// The RRset's canonical form (RFC 4034 6.2: lower-case owner, type, TTL, each RDATA,
 /// sorted): equal for two answers exactly when one's RRSIGs fit the other.
-fn canonical(owner: &Name, rtype: RecordType, ttl: u32, rrset: &[Record]) -> Box<[u8]> {
-    let mut datas: Vec<Vec<u8>> = rrset
+fn canonical(owner: &Name, rtype: RecordType, ttl: u32, rrset: &[Record]) -> Vec<u8> {
+    let owner = owner.to_lowercase().to_bytes().unwrap_or_default();
+    // The values come from the table, normalised: their wire form is canonical.
+    let datas: Vec<Vec<u8>> = rrset
         .iter()
-        // The values come from the table, normalised: their wire form is canonical.
         .filter_map(|r| r.data.to_bytes().ok())
         .collect();
-    datas.sort();
+    let mut datas: Vec<&[u8]> = datas.iter().map(Vec::as_slice).collect();
+    rrset_key(&owner, u16::from(rtype), ttl, &mut datas)
+}
+
+/// The cache key of an RRset from its parts in wire form: the owner in lower case, the type,
+/// the TTL, and each RDATA (sorted here, duplicates dropped). The handler (hickory records)
+/// and the fast path (the reply's bytes) make the same key for the same RRset.
+pub fn rrset_key(owner: &[u8], rtype: u16, ttl: u32, datas: &mut Vec<&[u8]>) -> Vec<u8> {
+    datas.sort_unstable();
     datas.dedup();
-    let mut key = owner.to_lowercase().to_ascii().into_bytes();
-    key.push(0);
-    key.extend_from_slice(&u16::from(rtype).to_be_bytes());
+    let mut key =
+        Vec::with_capacity(owner.len() + 6 + datas.iter().map(|d| d.len() + 2).sum::<usize>());
+    key.extend_from_slice(owner);
+    key.extend_from_slice(&rtype.to_be_bytes());
     key.extend_from_slice(&ttl.to_be_bytes());
-    for data in datas {
+    for data in datas.iter() {
         key.extend_from_slice(&(data.len() as u16).to_be_bytes());
-        key.extend_from_slice(&data);
+        key.extend_from_slice(data);
     }
-    key.into_boxed_slice()
+    key
 }
 
 fn with_owner(rrsigs: &[Record], owner: &Name) -> Vec<Record> {

@@ -136,7 +136,7 @@ proptest! {
         let req = m.to_vec().expect("encodes");
 
         let mut out = Vec::new();
-        let fast = fastpath::answer(&serving, &req, &mut out, &mut fastrand::Rng::with_seed(seed), &mut Tally::default());
+        let fast = fastpath::answer(&serving, &Default::default(), &req, &mut out, &mut fastrand::Rng::with_seed(seed), &mut Tally::default());
         let replied = matches!(fast, Fast::Reply { .. });
         prop_assert!(replied, "the fast path answers");
         let reply = Message::from_vec(&out).expect("parses");

@@ -514,3 +514,72 @@ fn a_bad_key_is_a_start_up_error() {
         "{err}"
     );
 }
+
+// SEM-K4: the simulator prints the DS the parent zone needs, the same `dnssec ds` prints;
+// over UDP a signed answer larger than the client's limit is truncated whole (TC, no record),
+// and TCP brings it whole with its RRSIG (D4 with K2).
+#[test]
+fn the_simulator_prints_the_ds_and_big_signed_answers_truncate_whole() {
+    let backend = Backend::start();
+    let dir = signed_dir("dnssec-sim", &backend);
+    let out = resolver()
+        .args(["simulate", "--manifests"])
+        .arg(&dir)
+        .args(["example.com", "DS"])
+        .output()
+        .expect("runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ds: Vec<String> = text
+        .lines()
+        .filter(|l| !l.starts_with(';') && l.contains(" DS "))
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(ds, ds_lines(&dir), "{text}");
+
+    std::fs::write(
+        dir.join("big.yaml"),
+        format!(
+            "apiVersion: healthroute.io/v1alpha1\nkind: RecordGroup\nmetadata: {{name: big, namespace: t}}\nspec:\n  name: big.example.com.\n  type: TXT\n  routingPolicy: Simple\n  records: [{{setIdentifier: x, values: [{}]}}]\n",
+            (0..6)
+                .map(|i| format!("'\"{i}{}\"'", "x".repeat(200)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    )
+    .expect("write");
+    let r = Resolver::start(&dir, &[]);
+    let udp = Command::new("dig")
+        .args([
+            "@127.0.0.1",
+            "-p",
+            &r.dns.port().to_string(),
+            "+dnssec",
+            "+bufsize=1232",
+            "+ignore",
+        ])
+        .args(["big.example.com", "TXT"])
+        .output()
+        .expect("dig");
+    let udp = String::from_utf8_lossy(&udp.stdout).into_owned();
+    assert!(udp.contains(" tc"), "truncated: {udp}");
+    assert!(udp.contains("ANSWER: 0,"), "nothing cut in half: {udp}");
+    let tcp = Command::new("dig")
+        .args([
+            "@127.0.0.1",
+            "-p",
+            &r.dns.port().to_string(),
+            "+dnssec",
+            "+tcp",
+        ])
+        .args(["big.example.com", "TXT"])
+        .output()
+        .expect("dig");
+    let tcp = String::from_utf8_lossy(&tcp.stdout).into_owned();
+    assert!(tcp.contains("ANSWER: 7,"), "six TXT and their RRSIG: {tcp}");
+    assert!(tcp.contains("RRSIG\tTXT"), "{tcp}");
+}

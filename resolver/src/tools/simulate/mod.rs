@@ -99,7 +99,8 @@ pub struct SimulateArgs {
     pub default_ttl: Option<u32>,
     /// The name to query.
     pub name: String,
-    /// The record type to query: A, AAAA, CNAME or TXT.
+    /// The record type to query: A, AAAA, CNAME or TXT; DS (or DNSKEY) prints the DS records
+    /// of the directory's signed zones, for their parent.
     #[arg(default_value = "A")]
     pub record_type: String,
 }
@@ -131,8 +132,15 @@ impl SimulateArgs {
     }
 }
 
-/// Runs the simulation and returns what it prints.
+/// Runs the simulation and returns what it prints. `simulate ZONE DS` (or `DNSKEY`) prints
+/// what a signed zone of the directory hands to its parent (K4).
 pub fn run(args: &SimulateArgs) -> Result<String, Error> {
+    if ["DS", "DNSKEY"].contains(&args.record_type.to_ascii_uppercase().as_str()) {
+        let path = args
+            .manifests
+            .join(healthroute_compiler::manifests::CONFIG_FILE);
+        return crate::tools::dnssec::report_for(&path);
+    }
     let file = FileConfig::load(&args.manifests)?;
     let (zones, ttl) = zones_and_ttl(&args.zones, args.default_ttl, &file)?;
     let manifests = crate::sources::manifest_dir::load(&args.manifests)?;

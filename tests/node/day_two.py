@@ -22,6 +22,8 @@ Phases (each prints `figure ... goal ... ok|MISSED`):
              under >= 100 q/s from a new-socket client and a one-socket client
   leader     the leader pod deleted, then the operator scaled 2 -> 1: an edit is served
   keys       the push key Secret changed; a peer's TSIG key rotated (X1's three steps)
+  dnssec     the zone signed with a Secret's key, validated by delv through the Service; the
+             Secret's key replaced: every pod signs with the new one without a restart
   resources  the pods' memory and CPU as the kubelet reports them, beside their requests
   uninstall  helm uninstall, then every kind healthroute makes at runtime, listed
 """
@@ -225,9 +227,10 @@ def import_image(archive):
 
 
 def values(**overrides):
-    """The user's values: zones, a fixed ClusterIP, IfNotPresent, the key Secrets; nothing else."""
+    """The user's values: zones (signed, K1: its key in a Secret), a fixed ClusterIP,
+    IfNotPresent, the key Secrets; nothing else."""
     v = {
-        "zones": [ZONE],
+        "zones": [{"name": ZONE, "dnssec": {"keys": [{"secretName": "day2-dnssec", "secretKey": "csk.pem"}]}}],
         "image": {"pullPolicy": "IfNotPresent", "tag": version()},
         "resolver": {"service": {"clusterIP": CLUSTER_IP}},
         "push": {"existingSecret": "day2-push"},
@@ -352,6 +355,7 @@ def install(archive, skip_image):
     kubectl("create", "namespace", NS, check=False)
     secret("day2-push", {"push.key": secrets.token_urlsafe(48)})
     secret("day2-peer", {"a": base64.b64encode(secrets.token_bytes(32)).decode()})
+    secret("day2-dnssec", {"csk.pem": signing_key()})
     helm_python, cfg = helm()
     chart = helm_python.Chart.load(CHART)
     start = time.monotonic()
@@ -609,6 +613,64 @@ def phase_keys():
            "0", fell_back == 0)
 
 
+def signing_key():
+    """A new ECDSA P-256 key in PKCS#8 PEM (K1), as `openssl genpkey` writes it."""
+    return subprocess.run(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256"],
+                          capture_output=True, text=True, check=True).stdout
+
+
+def dnskeys(server):
+    """The DNSKEY RRset a server answers for the zone, as `dig +short` prints it."""
+    out = subprocess.run(["dig", "+short", "+time=1", "+tries=2", f"@{server}", ZONE, "DNSKEY"],
+                         capture_output=True, text=True).stdout
+    return sorted(l for l in out.splitlines() if l.strip())
+
+
+def validated(dnskey):
+    """Whether delv, with `dnskey` as the zone's trust anchor, validates through the Service
+    (kube-proxy to any resolver pod) an answer, a name that does not exist and the apex SOA."""
+    flags, proto, alg, key = dnskey.split(" ", 3)
+    anchor = f"/tmp/day2-anchor-{os.getpid()}.conf"
+    with open(anchor, "w") as f:
+        f.write(f'trust-anchors {{ {ZONE}. static-key {flags} {proto} {alg} "{key.replace(" ", "")}"; }};\n')
+    failed = []
+    for name, rtype in ((f"web.{ZONE}", "A"), (f"nope.{ZONE}", "A"), (ZONE, "SOA")):
+        out = subprocess.run(["delv", f"@{CLUSTER_IP}", "-a", anchor, f"+root={ZONE}", name, rtype],
+                             capture_output=True, text=True, timeout=20)
+        if "fully validated" not in out.stdout + out.stderr:
+            failed.append(f"{name} {rtype}: {(out.stdout + out.stderr).strip()[:200]}")
+    return failed
+
+
+def phase_dnssec():
+    """K1-K5 on the node: the zone signed with the key of a Secret, validated by delv through
+    the Service; then the Secret's key replaced: every resolver pod signs with the new key
+    without a restart, and delv validates with it."""
+    pods = {p["metadata"]["name"]: p["status"]["podIP"] for p in serving_pods() if "resolver" in p["metadata"]["name"]}
+    keys = {name: dnskeys(ip) for name, ip in pods.items()}
+    first = next(iter(keys.values()))
+    figure("dnssec: every resolver pod answers the Secret's DNSKEY", f"{sum(1 for k in keys.values() if k == first and len(k) == 1)} of {len(pods)}",
+           "all", len(first) == 1 and all(k == first for k in keys.values()))
+    failed = validated(first[0])
+    figure("dnssec: delv through the Service (answer, no such name, SOA)", failed or "fully validated", "fully validated", not failed)
+    before = restarts()
+    log("the DNSSEC key replaced in its Secret")
+    secret("day2-dnssec", {"csk.pem": signing_key()})
+    start = time.monotonic()
+    try:
+        _, took = wait_until("every resolver pod signing with the new key",
+                             lambda: all(dnskeys(ip) not in ([], first) for ip in pods.values()),
+                             timeout=240, interval=1)
+    except TimeoutError:
+        took = None
+    new = dnskeys(next(iter(pods.values())))
+    failed = validated(new[0]) if new else ["no DNSKEY"]
+    figure("dnssec: a new key in the Secret, taken by every pod without a restart",
+           f"after {took:.0f} s; restarted: {restarts() != before}" if took is not None else "not within 240 s",
+           "every pod, no restart", took is not None and restarts() == before)
+    figure("dnssec: delv with the new key", failed or "fully validated", "fully validated", not failed)
+
+
 def kubelet_summary():
     """The kubelet's own figures (`/stats/summary`), asked on loopback with the admin's client
     certificate: the API server's node proxy refuses this node's documentation address."""
@@ -688,6 +750,7 @@ PHASES = {
     "rollouts": phase_rollouts,
     "leader": phase_leader,
     "keys": phase_keys,
+    "dnssec": phase_dnssec,
     "resources": phase_resources,
     "uninstall": phase_uninstall,
 }

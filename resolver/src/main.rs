@@ -53,26 +53,8 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Some(Command::Dnssec { command }) => match dnssec::run(&command) {
-            Ok(text) => {
-                print!("{text}");
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("error: {e}");
-                ExitCode::from(2)
-            }
-        },
-        Some(Command::Simulate(args)) => match simulate::run(&args) {
-            Ok(text) => {
-                print!("{text}");
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("error: {e}");
-                ExitCode::from(2)
-            }
-        },
+        Some(Command::Dnssec { command }) => printed(dnssec::run(&command)),
+        Some(Command::Simulate(args)) => printed(simulate::run(&args)),
         None => {
             lifecycle::init_logging("info,hickory_server=warn", cli.serve.log_format);
             let runtime = match lifecycle::runtime() {
@@ -89,6 +71,20 @@ fn main() -> ExitCode {
                     ExitCode::from(2)
                 }
             }
+        }
+    }
+}
+
+/// A command's text on stdout, or its error on stderr (exit status 2).
+fn printed(result: Result<String, Error>) -> ExitCode {
+    match result {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
         }
     }
 }

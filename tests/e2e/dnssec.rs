@@ -138,7 +138,8 @@ struct Dug {
     answers: Vec<String>,
 }
 
-fn dig(server: SocketAddr, name: &str, rtype: &str) -> Dug {
+/// `dig +dnssec` of `name` `rtype` at `server` with `options`: what it prints.
+fn dig_text(server: SocketAddr, options: &[&str], name: &str, rtype: &str) -> String {
     let out = Command::new("dig")
         .arg(format!("@{}", server.ip()))
         .args([
@@ -148,10 +149,15 @@ fn dig(server: SocketAddr, name: &str, rtype: &str) -> Dug {
             "+time=3",
             "+tries=1",
         ])
+        .args(options)
         .args([name, rtype])
         .output()
         .expect("dig runs");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn dig(server: SocketAddr, name: &str, rtype: &str) -> Dug {
+    let text = dig_text(server, &[], name, rtype);
     let status = text
         .split("status: ")
         .nth(1)
@@ -553,33 +559,15 @@ fn the_simulator_prints_the_ds_and_big_signed_answers_truncate_whole() {
     )
     .expect("write");
     let r = Resolver::start(&dir, &[]);
-    let udp = Command::new("dig")
-        .args([
-            "@127.0.0.1",
-            "-p",
-            &r.dns.port().to_string(),
-            "+dnssec",
-            "+bufsize=1232",
-            "+ignore",
-        ])
-        .args(["big.example.com", "TXT"])
-        .output()
-        .expect("dig");
-    let udp = String::from_utf8_lossy(&udp.stdout).into_owned();
+    let udp = dig_text(
+        r.dns,
+        &["+bufsize=1232", "+ignore"],
+        "big.example.com",
+        "TXT",
+    );
     assert!(udp.contains(" tc"), "truncated: {udp}");
     assert!(udp.contains("ANSWER: 0,"), "nothing cut in half: {udp}");
-    let tcp = Command::new("dig")
-        .args([
-            "@127.0.0.1",
-            "-p",
-            &r.dns.port().to_string(),
-            "+dnssec",
-            "+tcp",
-        ])
-        .args(["big.example.com", "TXT"])
-        .output()
-        .expect("dig");
-    let tcp = String::from_utf8_lossy(&tcp.stdout).into_owned();
+    let tcp = dig_text(r.dns, &["+tcp"], "big.example.com", "TXT");
     assert!(tcp.contains("ANSWER: 7,"), "six TXT and their RRSIG: {tcp}");
     assert!(tcp.contains("RRSIG\tTXT"), "{tcp}");
 }

@@ -579,10 +579,15 @@ mod tests {
     }
 
     fn ask(t: &ServingTable, req: &[u8]) -> Option<Message> {
+        ask_signed(t, &Signers::default(), req)
+    }
+
+    /// [`ask`] with the signed zones' signers.
+    fn ask_signed(t: &ServingTable, signers: &Signers, req: &[u8]) -> Option<Message> {
         let mut out = Vec::new();
         match answer(
             t,
-            &Signers::default(),
+            signers,
             req,
             &mut out,
             &mut fastrand::Rng::with_seed(1),
@@ -647,20 +652,7 @@ mod tests {
         let t = ServingTable::build(&t, &[zone], None, &counters).expect("builds");
         let counter = counters.record(&"t/api".into(), &"x".into());
         let counted = || counter.load(std::sync::atomic::Ordering::Relaxed);
-        let asked = |req: &[u8]| {
-            let mut out = Vec::new();
-            match answer(
-                &t,
-                &signers,
-                req,
-                &mut out,
-                &mut fastrand::Rng::with_seed(1),
-                &mut Tally::default(),
-            ) {
-                Fast::Reply { .. } => Some(Message::from_vec(&out).expect("a valid DNS message")),
-                Fast::Fallback => None,
-            }
-        };
+        let asked = |req: &[u8]| ask_signed(&t, &signers, req);
         let mut req =
             Message::from_vec(&query("API.example.com.", HType::A, Some(1232))).expect("q");
         req.edns.as_mut().expect("edns").set_dnssec_ok(true);

@@ -375,6 +375,65 @@ mod tests {
         assert_eq!(s.counters.signatures.load(Ordering::Relaxed), 3);
     }
 
+    // SEM-K1 SEM-K3: with a KSK and a ZSK, the KSK signs the DNSKEY RRset (and CDS,
+    // CDNSKEY) and the ZSK the data; a published key signs nothing; Ed25519 (15) signs as
+    // ECDSA P-256 (13) does, and both verify.
+    #[test]
+    fn each_role_signs_its_rrsets() {
+        let key = |algorithm, role, state| {
+            let pem = generate_pem(algorithm).expect("generates");
+            ZoneKey::from_pem(pem.as_bytes(), role, state).expect("key")
+        };
+        for algorithm in [13u8, 15] {
+            let keys = vec![
+                key(algorithm, KeyRole::Ksk, KeyState::Active),
+                key(algorithm, KeyRole::Zsk, KeyState::Active),
+                key(algorithm, KeyRole::Zsk, KeyState::Published),
+            ];
+            let tags: Vec<u16> = keys.iter().map(|k| k.tag).collect();
+            let apex = Name::from_ascii("example.com.").expect("name");
+            let s = ZoneSigner::new(
+                apex.clone(),
+                keys,
+                DnssecConfig {
+                    keys: Vec::new(),
+                    timing: Timing::default(),
+                    cache_entries: 10,
+                },
+                Default::default(),
+            );
+            let dnskeys: Vec<Record> = s
+                .keys
+                .iter()
+                .map(|k| {
+                    Record::from_rdata(
+                        apex.clone(),
+                        60,
+                        RData::DNSSEC(DNSSECRData::DNSKEY(k.dnskey.clone())),
+                    )
+                })
+                .collect();
+            let now = 1_800_000_000;
+            let on_keys = s.rrsigs(&apex, &dnskeys, now);
+            assert_eq!(on_keys.len(), 1);
+            assert_eq!(rrsig(&on_keys[0]).input().key_tag, tags[0], "the KSK's");
+            s.keys[0]
+                .dnskey
+                .verify_rrsig(&apex, DNSClass::IN, rrsig(&on_keys[0]), dnskeys.iter())
+                .expect("verifies");
+            let owner = Name::from_ascii("api.example.com.").expect("name");
+            let data = [a(&owner, 1)];
+            let on_data = s.rrsigs(&owner, &data, now);
+            assert_eq!(on_data.len(), 1, "the published ZSK signs nothing");
+            assert_eq!(rrsig(&on_data[0]).input().key_tag, tags[1], "the ZSK's");
+            assert_eq!(u8::from(rrsig(&on_data[0]).input().algorithm), algorithm);
+            s.keys[1]
+                .dnskey
+                .verify_rrsig(&owner, DNSClass::IN, rrsig(&on_data[0]), data.iter())
+                .expect("verifies");
+        }
+    }
+
     // SEM-K3: the cache is bounded: past its capacity the older half goes.
     #[test]
     fn the_cache_is_bounded() {

@@ -27,6 +27,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 
+use crate::dns::dnssec::FreshSettings;
 use healthroute_compiler::manifests::{CONFIG_FILE, YamlError};
 
 use crate::dns::serving::{NameServer, ZoneConfig};
@@ -695,6 +696,29 @@ fn zone_object(
         default_ttl,
         dnssec,
     })
+}
+
+/// Each signed zone's `dnssec` settings in the settings file at `path`, read again (K5), by
+/// normalised apex; the file's error when it cannot be read.
+pub fn dnssec_settings(path: &Path) -> FreshSettings {
+    let file = FileConfig::read(path).map_err(|e| e.to_string())?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    let mut out = std::collections::HashMap::new();
+    for entry in &file.zones {
+        let ZoneEntry::Zone(zone) = entry else {
+            continue;
+        };
+        let (Some(dnssec), Ok(apex)) =
+            (&zone.dnssec, healthroute_table::normalize_name(&zone.name))
+        else {
+            continue;
+        };
+        let config = dnssec
+            .config(base)
+            .map_err(|(field, why)| format!("dnssec.{field}: {why}"));
+        out.insert(apex, config);
+    }
+    Ok(out)
 }
 
 /// `.name` for a zone object, nothing for a plain name: the field a bad zone name is in.

@@ -222,7 +222,8 @@ async fn reload_keys(shared: Arc<Shared>, settings: Option<PathBuf>) {
     every.tick().await;
     loop {
         every.tick().await;
-        for (zone, outcome) in shared.signers.reload(settings.as_deref()) {
+        let fresh = settings.as_deref().map(crate::config::dnssec_settings);
+        for (zone, outcome) in shared.signers.reload(fresh) {
             match outcome {
                 Ok(()) => tracing::info!(%zone, "DNSSEC keys changed: signing with the new ones"),
                 Err(e) => {

@@ -22,7 +22,7 @@ use healthroute_table::Value;
 use crate::dns::counters::Tally;
 use crate::dns::dnssec::signer::rrset_key;
 use crate::dns::dnssec::{Signers, ZoneSigner};
-use crate::dns::serving::{ApexRecords, ChainEnd, Outcome, ServedZone, ServingTable};
+use crate::dns::serving::{ApexRecords, Chain, ChainEnd, Outcome, ServedZone, ServingTable};
 use crate::dns::wire::{
     MAX_UDP_PAYLOAD, TYPE_AXFR, TYPE_CDNSKEY, TYPE_CDS, TYPE_CNAME, TYPE_DNSKEY, TYPE_IXFR,
     TYPE_OPT, TYPE_RRSIG, push_value_rr,
@@ -256,38 +256,8 @@ fn write_reply(
     let (mut ancount, mut nscount, mut arcount, mut truncated) = (0u16, 0u16, 0u16, false);
     match outcome {
         Outcome::Answer { chain, .. } => {
-            for step in chain.iter() {
-                let ttl = step.ttl;
-                let start = out.len();
-                let written = write_rrset(out, owner, budget, |emit| {
-                    step.values.for_each(|v| emit(Rr::Value(v, ttl)))
-                });
-                // K2: the RRset's RRSIGs after it; the two fit whole or not at all (D4).
-                let written = match (written, sign) {
-                    (Some((n, next)), Some(sign)) => {
-                        match append_rrsigs(table, sign, out, owner, start, budget)? {
-                            Some(sigs) => Some((n + sigs, next)),
-                            None => {
-                                out.truncate(start);
-                                None
-                            }
-                        }
-                    }
-                    (written, _) => written,
-                };
-                match written {
-                    Some((n, next)) => {
-                        ancount += n;
-                        if let Some(next) = next {
-                            owner = next;
-                        }
-                    }
-                    None => {
-                        truncated = true;
-                        break;
-                    }
-                }
-            }
+            let (n, cut, last) = write_chain(table, chain, sign, out, owner, budget)?;
+            (ancount, truncated, owner) = (n, cut, last);
         }
         Outcome::Apex { zone, records } => {
             let z = &table.zones()[*zone];
@@ -364,6 +334,50 @@ fn write_reply(
     out[8..10].copy_from_slice(&nscount.to_be_bytes());
     out[10..12].copy_from_slice(&arcount.to_be_bytes());
     Some(rcode)
+}
+
+/// The answer RRsets of a chain (D8), each owned by the question or the CNAME target before
+/// it, and with `sign` each followed by its cached RRSIGs (K2): the two fit whole or not at
+/// all (D4). Returns how many RRs were written, whether the reply is truncated, and the last
+/// owner; `None` on a signature cache miss.
+fn write_chain(
+    table: &ServingTable,
+    chain: &Chain<'_>,
+    sign: Option<&Sign<'_>>,
+    out: &mut Vec<u8>,
+    mut owner: NameAt,
+    budget: usize,
+) -> Option<(u16, bool, NameAt)> {
+    let mut ancount = 0u16;
+    for step in chain.iter() {
+        let ttl = step.ttl;
+        let start = out.len();
+        let written = write_rrset(out, owner, budget, |emit| {
+            step.values.for_each(|v| emit(Rr::Value(v, ttl)))
+        });
+        let written = match (written, sign) {
+            (Some((n, next)), Some(sign)) => {
+                match append_rrsigs(table, sign, out, owner, start, budget)? {
+                    Some(sigs) => Some((n + sigs, next)),
+                    None => {
+                        out.truncate(start);
+                        None
+                    }
+                }
+            }
+            (written, _) => written,
+        };
+        match written {
+            Some((n, next)) => {
+                ancount += n;
+                if let Some(next) = next {
+                    owner = next;
+                }
+            }
+            None => return Some((ancount, true, owner)),
+        }
+    }
+    Some((ancount, false, owner))
 }
 
 /// Appends the cached RRSIGs of the RRset written from `start` (owned by the name at

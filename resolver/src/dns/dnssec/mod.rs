@@ -36,6 +36,11 @@ use crate::error::Error;
 use keys::KeyConfig;
 pub use signer::{SignerCounters, Timing, ZoneSigner};
 
+/// The `dnssec` sections of a settings file read again, by normalised apex, each checked;
+/// or why the file could not be read.
+pub type FreshSettings =
+    Result<std::collections::HashMap<String, Result<DnssecConfig, String>>, String>;
+
 /// NXNAME (RFC 9824): in an NSEC's type bitmap, the name does not exist.
 pub const NXNAME: u16 = 128;
 
@@ -178,12 +183,12 @@ impl Signers {
             .map(|z| z.signer.load_full())
     }
 
-    /// Reads the settings file (`settings`, when there is one) and the key files again: a
-    /// zone whose `dnssec` settings or key files changed gets a new signer (and an empty
-    /// cache), unless they cannot be used: then the old one stays, and the error is returned
-    /// for the log once (K5). Returns what changed or failed, by zone.
-    pub fn reload(&self, settings: Option<&std::path::Path>) -> Vec<(String, Result<(), Error>)> {
-        let fresh = settings.map(fresh_settings);
+    /// Takes the settings file's `dnssec` sections as read again (`fresh`, when there is a
+    /// file: by normalised apex, or the file's error; `config::dnssec_settings`) and
+    /// reads the key files again: a zone whose `dnssec` settings or key files changed gets a
+    /// new signer (and an empty cache), unless they cannot be used: then the old one stays,
+    /// and the error is returned for the log once (K5). Returns what changed or failed.
+    pub fn reload(&self, fresh: Option<FreshSettings>) -> Vec<(String, Result<(), Error>)> {
         let mut out = Vec::new();
         for zone in &self.zones {
             let current = zone.signer.load();
@@ -231,31 +236,6 @@ impl Signers {
         }
         out
     }
-}
-
-/// Each signed zone's `dnssec` settings in the settings file at `path`, by normalised apex;
-/// the file's error when it cannot be read.
-fn fresh_settings(
-    path: &std::path::Path,
-) -> Result<std::collections::HashMap<String, Result<DnssecConfig, String>>, String> {
-    let file = crate::config::FileConfig::read(path).map_err(|e| e.to_string())?;
-    let base = path.parent().unwrap_or(std::path::Path::new("."));
-    let mut out = std::collections::HashMap::new();
-    for entry in &file.zones {
-        let crate::config::ZoneEntry::Zone(zone) = entry else {
-            continue;
-        };
-        let (Some(dnssec), Ok(apex)) =
-            (&zone.dnssec, healthroute_table::normalize_name(&zone.name))
-        else {
-            continue;
-        };
-        let config = dnssec
-            .config(base)
-            .map_err(|(field, why)| format!("dnssec.{field}: {why}"));
-        out.insert(apex, config);
-    }
-    Ok(out)
 }
 
 fn new_signer(

@@ -1374,6 +1374,8 @@ def main():
         rss.update({r.name: rss_mib(r.popen.pid) for r in resolvers})
         rows.append(("RSS operator leader / standby / resolver-a / resolver-b (MiB)",
                      " / ".join(mib(rss[x]) for x in (leader.name, standby.name, "resolver-a", "resolver-b"))))
+        rows.append(("peak RSS (VmHWM) operator leader / standby: the start included (MiB)",
+                     " / ".join(mib(rss_mib(o.popen.pid, "VmHWM")) for o in (leader, standby))))
         rows.append(("resolver-a / resolver-b: RSS, of it anonymous + file-backed (MiB, to 0.1)",
                      " / ".join(f"{rss_mib(r.popen.pid) or 0:.1f} = {rss_mib(r.popen.pid, 'RssAnon') or 0:.1f} + "
                                 f"{rss_mib(r.popen.pid, 'RssFile') or 0:.1f}" for r in resolvers)))

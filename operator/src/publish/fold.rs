@@ -28,6 +28,41 @@ pub fn fold_due(deltas: (usize, usize), shards: u32, times: usize) -> bool {
     deltas.0 >= FOLD_AFTER_DELTAS * scale || deltas.1 >= FOLD_AFTER_BYTES * scale
 }
 
+/// Deletes of older manifests' deltas a second: at a takeover at 100,000 groups the old
+/// leader leaves about a thousand, which one `deletecollection` handed to the API server at
+/// once, slowing the changes made meanwhile (#44).
+pub const DELETE_PACE: u32 = 100;
+
+/// Lists the deltas `selector` names and deletes them one at a time, [`DELETE_PACE`] a
+/// second; one that is gone already counts as deleted. The first error ends it (the rest are
+/// tried again after the next manifest).
+async fn delete_paced(
+    api: kube::Api<k8s_openapi::api::core::v1::ConfigMap>,
+    selector: String,
+) -> Result<(), String> {
+    let list = ListParams::default().labels(&selector);
+    let names: Vec<String> = match timed("listing old deltas", api.list_metadata(&list)).await {
+        Ok(Ok(list)) => list
+            .items
+            .into_iter()
+            .filter_map(|m| m.metadata.name)
+            .collect(),
+        Ok(Err(e)) => return Err(e.to_string()),
+        Err(e) => return Err(e.to_string()),
+    };
+    let mut pace = tokio::time::interval(std::time::Duration::from_secs(1) / DELETE_PACE);
+    for name in names {
+        pace.tick().await;
+        match timed(&name, api.delete(&name, &DeleteParams::default())).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(kube::Error::Api(s))) if s.is_not_found() => {}
+            Ok(Err(e)) => return Err(e.to_string()),
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    Ok(())
+}
+
 /// What one step of a fold did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct FoldStep {
@@ -199,8 +234,9 @@ impl Publisher {
     }
 
     /// Deletes what the manifest no longer names: shards at or beyond `count`, and the deltas
-    /// of older manifests (one label-selected request, sent beside the publisher: a change
-    /// never waits for it). Harmless where they stay: no reader uses them. Tried again after
+    /// of older manifests (listed by label, then deleted [`DELETE_PACE`] a second, beside the
+    /// publisher: a change never waits for it, and the API server is not handed a thousand
+    /// deletes at once). Harmless where they stay: no reader uses them. Tried again after
     /// the next manifest.
     pub(super) async fn clean_up(&mut self, count: u32) {
         self.remove_unused_shards(count).await;
@@ -220,20 +256,7 @@ impl Publisher {
             "{TABLE_LABEL}={DELTA},{BASE_LABEL}!={}",
             manifest.generation
         );
-        let api = self.api.clone();
-        self.deleting = Some(tokio::spawn(async move {
-            let list = ListParams::default().labels(&selector);
-            match timed(
-                "deleting old deltas",
-                api.delete_collection(&DeleteParams::default(), &list),
-            )
-            .await
-            {
-                Ok(Ok(_)) => Ok(()),
-                Ok(Err(e)) => Err(e.to_string()),
-                Err(e) => Err(e.to_string()),
-            }
-        }));
+        self.deleting = Some(tokio::spawn(delete_paced(self.api.clone(), selector)));
         // Once it is done, only the manifest's own deltas (if any) are left.
         self.stale_deltas = self.deltas.0 > 0;
     }

@@ -67,7 +67,7 @@ mod read_back;
 mod task;
 mod write;
 
-pub use fold::{FOLD_AFTER_BYTES, FOLD_AFTER_DELTAS, FoldStep, fold_due};
+pub use fold::{DELETE_PACE, FOLD_AFTER_BYTES, FOLD_AFTER_DELTAS, FoldStep, fold_due};
 pub use healthroute_table::contract::{ReadBack, TABLE_NAME, delta_name};
 /// A change larger than this is published as a full table (it touches most shards anyway).
 pub use healthroute_table::published::MAX_DELTA_BYTES;
@@ -107,9 +107,9 @@ pub struct Publisher {
     deltas: (usize, usize),
     /// Deltas of older manifests may lie on the server: delete them after the next manifest.
     stale_deltas: bool,
-    /// The delete of older manifests' deltas under way, beside the publisher: at a takeover
-    /// it removes the old leader's hundreds of deltas, which took the API server up to 0.9 s
-    /// that the next change waited through (#44). `Err` when it failed.
+    /// The delete of older manifests' deltas under way, beside the publisher and at a pace: at
+    /// a takeover it removes the old leader's hundreds of deltas, which took the API server up
+    /// to 0.9 s that the next change waited through (#44). `Err` when it failed.
     deleting: Option<tokio::task::JoinHandle<Result<(), String>>>,
     /// The highest generation published or served that this publisher knows of.
     generation: u64,

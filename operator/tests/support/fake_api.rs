@@ -99,8 +99,8 @@ pub struct Settings {
     /// Keep the objects of [`STORED`] kinds as an API server would (off: writes are echoed,
     /// reads answered 404, as before).
     pub objects: bool,
-    /// Deletes of a collection (the publisher's old deltas), before `tables`.
-    pub collection_deletes: Answer,
+    /// Deletes of a table delta (the publisher's old deltas), before `tables`.
+    pub delta_deletes: Answer,
 }
 
 /// The kinds kept with [`Settings::objects`], by their plural.
@@ -122,7 +122,7 @@ impl Default for Settings {
             write_delay: Duration::ZERO,
             shard_write_delay: Duration::ZERO,
             objects: false,
-            collection_deletes: Answer::Ok,
+            delta_deletes: Answer::Ok,
         }
     }
 }
@@ -303,9 +303,9 @@ impl FakeApi {
             tokio::time::sleep(settings.shard_write_delay).await;
         }
         let is_check = path.contains("/healthchecks/");
-        let collection_delete = method == "DELETE" && path.contains("/configmaps?");
+        let delta_delete = method == "DELETE" && path.contains("-delta-");
         let answer = match (is_write, is_table, path.contains("/status?")) {
-            (true, true, _) if collection_delete => settings.collection_deletes,
+            (true, true, _) if delta_delete => settings.delta_deletes,
             (true, true, _) => settings.tables,
             (true, false, true) => settings.statuses,
             (true, false, false) if is_check => settings.checks,

@@ -119,11 +119,11 @@ fn zone_report(zone: &str, keys: &[KeyConfig]) -> Result<String, Error> {
             KeyState::Published => "published",
         };
         out.push_str(&format!(
-            "; key {} ({:?}, {state}, algorithm {}): {}\n",
+            "; key {} ({}, {state}, algorithm {}): {}\n",
             key.tag,
-            key.role,
+            key.role.name(),
             u8::from(key.algorithm()),
-            keys::shown(&config.file)
+            config.file.display()
         ));
         out.push_str(&line(
             &apex,

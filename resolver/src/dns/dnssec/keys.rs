@@ -4,7 +4,7 @@
 //!
 //! Layer: the bottom of `dnssec`, over hickory's DNSSEC types and ring.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use hickory_proto::dnssec::crypto::{EcdsaSigningKey, Ed25519SigningKey};
 use hickory_proto::dnssec::rdata::{CDNSKEY, CDS, DNSKEY, DS};
@@ -29,6 +29,17 @@ pub enum KeyRole {
     /// Zone-signing key: every other RRset (flags 256).
     #[serde(rename = "ZSK")]
     Zsk,
+}
+
+impl KeyRole {
+    /// As the settings write it.
+    pub fn name(self) -> &'static str {
+        match self {
+            KeyRole::Csk => "CSK",
+            KeyRole::Ksk => "KSK",
+            KeyRole::Zsk => "ZSK",
+        }
+    }
 }
 
 /// Whether a key signs, or is only published in the DNSKEY RRset (K5: a rollover's new key
@@ -261,11 +272,6 @@ pub fn changed(configs: &[KeyConfig], keys: &[ZoneKey]) -> bool {
             .iter()
             .zip(keys)
             .any(|(c, k)| std::fs::read(&c.file).map_or(true, |bytes| bytes != k.source))
-}
-
-/// A path as a message shows it.
-pub fn shown(path: &Path) -> String {
-    path.display().to_string()
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ use std::time::Duration;
 use hickory_proto::dnssec::TBS;
 use hickory_proto::dnssec::rdata::{DNSSECRData, RRSIG, SigInput};
 use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType, SerialNumber};
-use hickory_proto::serialize::binary::BinEncodable;
+use hickory_proto::serialize::binary::{BinDecoder, BinEncodable, Restrict};
 
 use super::DnssecConfig;
 use super::keys::ZoneKey;
@@ -61,8 +61,8 @@ pub struct SignerCounters {
 }
 
 struct Entry {
-    rrsigs: Box<[Record]>,
-    /// The same RRSIGs' RDATA in wire form, for the fast path.
+    /// The RRSIGs' RDATA in wire form: copied as they are by the fast path, read back into
+    /// records by the handler (a second copy as hickory records held every entry twice).
     wire: Box<[Box<[u8]>]>,
     /// When they were made (Unix seconds).
     made: u64,
@@ -187,9 +187,10 @@ impl ZoneSigner {
             let mut cache = self.cache();
             if let Some(entry) = cache.get(&key)
                 && now < entry.made + self.timing.refresh.as_secs()
+                && let Some(rrsigs) = records_of(&entry.wire, owner, first.ttl)
             {
                 self.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
-                return with_owner(&entry.rrsigs, owner);
+                return rrsigs;
             }
         }
         self.counters.cache_misses.fetch_add(1, Ordering::Relaxed);
@@ -244,7 +245,6 @@ impl ZoneSigner {
                 key.into_boxed_slice(),
                 Entry {
                     wire,
-                    rrsigs: rrsigs.clone().into_boxed_slice(),
                     made: now,
                     expires: expiration,
                 },
@@ -285,13 +285,14 @@ pub fn rrset_key(owner: &[u8], rtype: u16, ttl: u32, datas: &mut Vec<&[u8]>) -> 
     key
 }
 
-fn with_owner(rrsigs: &[Record], owner: &Name) -> Vec<Record> {
-    rrsigs
-        .iter()
-        .map(|r| {
-            let mut r = r.clone();
-            r.name = owner.clone();
-            r
+/// The RRSIG records of cached RDATA, owned by `owner` with the RRset's `ttl`; `None` if
+/// one does not read back (then it is signed anew).
+fn records_of(wire: &[Box<[u8]>], owner: &Name, ttl: u32) -> Option<Vec<Record>> {
+    wire.iter()
+        .map(|rdata| {
+            let length = Restrict::new(u16::try_from(rdata.len()).ok()?);
+            let data = RData::read(&mut BinDecoder::new(rdata), RecordType::RRSIG, length).ok()?;
+            Some(Record::from_rdata(owner.clone(), ttl, data))
         })
         .collect()
 }

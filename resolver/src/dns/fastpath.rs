@@ -147,7 +147,9 @@ pub fn answer<'a>(
         return Fast::Fallback;
     };
     let qname = &lower[..q.name_len];
-    if let Some(zone) = table.zone_of(qname)
+    // Only where some zone is signed does the question's zone need finding first.
+    if !signers.is_empty()
+        && let Some(zone) = table.zone_of(qname)
         && table.zones()[zone].signed
     {
         if matches!(q.qtype, TYPE_DNSKEY | TYPE_CDS | TYPE_CDNSKEY) {
@@ -392,9 +394,12 @@ fn append_rrsigs(
     start: usize,
     budget: usize,
 ) -> Option<Option<u16>> {
-    let mut name = out.get(owner.offset..owner.offset + owner.len)?.to_vec();
+    let mut lower = [0u8; 256];
+    let name = lower.get_mut(..owner.len)?;
+    name.copy_from_slice(out.get(owner.offset..owner.offset + owner.len)?);
     name.make_ascii_lowercase();
-    if table.zone_of(&name) != Some(sign.zone) {
+    let name = &*name;
+    if table.zone_of(name) != Some(sign.zone) {
         return None;
     }
     // The RRs just written: a 2-byte owner pointer, TYPE, CLASS, TTL, RDLENGTH, RDATA.
@@ -408,27 +413,28 @@ fn append_rrsigs(
     }
     let (rtype, ttl) = head?;
     let ttl_bytes: [u8; 4] = ttl.try_into().ok()?;
-    let key = rrset_key(&name, rtype, u32::from_be_bytes(ttl_bytes), &mut datas);
-    let mut wire = Vec::new();
+    let key = rrset_key(name, rtype, u32::from_be_bytes(ttl_bytes), &mut datas);
+    let end = out.len();
     let mut n = 0u16;
     let hit = sign.signer.cached_wire(&key, sign.now, |rrsigs| {
         for rdata in rrsigs {
-            wire.extend_from_slice(&pointer(owner.offset));
-            wire.extend_from_slice(&TYPE_RRSIG.to_be_bytes());
-            wire.extend_from_slice(&1u16.to_be_bytes());
-            wire.extend_from_slice(&ttl_bytes);
-            wire.extend_from_slice(&(rdata.len() as u16).to_be_bytes());
-            wire.extend_from_slice(rdata);
+            out.extend_from_slice(&pointer(owner.offset));
+            out.extend_from_slice(&TYPE_RRSIG.to_be_bytes());
+            out.extend_from_slice(&1u16.to_be_bytes());
+            out.extend_from_slice(&ttl_bytes);
+            out.extend_from_slice(&(rdata.len() as u16).to_be_bytes());
+            out.extend_from_slice(rdata);
             n += 1;
         }
     });
     if !hit || n == 0 {
+        out.truncate(end);
         return None;
     }
-    if out.len() + wire.len() > budget {
+    if out.len() > budget {
+        out.truncate(end);
         return Some(None);
     }
-    out.extend_from_slice(&wire);
     Some(Some(n))
 }
 

@@ -56,14 +56,17 @@ impl RequestHandler for DnsHandler {
         let mut metadata = Metadata::response_from_request(&request.metadata);
         let queries = request.queries.queries();
         let table = self.shared.table.load_full();
+        // The question's name in wire form and its zone, once for everything below.
+        let qname = queries
+            .first()
+            .map(|q| wire_name(&q.name().to_string()))
+            .unwrap_or_default();
+        let zone = table.as_ref().and_then(|t| t.zone_of(&qname));
         // The signer of the question's zone, when it is signed (K1).
         let signer = table
             .as_ref()
-            .zip(queries.first())
-            .and_then(|(table, query)| {
-                let zone = table.zone_of(&wire_name(&query.name().to_string()))?;
-                self.shared.signers.get(&table.zones()[zone].apex)
-            });
+            .zip(zone)
+            .and_then(|(table, zone)| self.shared.signers.get(&table.zones()[zone].apex));
         // An OPT when the client sent one (D4), our own (D10): our payload size, version 0,
         // none of the client's options; DO set when the client's is and the zone is signed
         // (K2). Over UDP the responder keeps the reply within the client's size.
@@ -92,8 +95,6 @@ impl RequestHandler for DnsHandler {
                 .send(builder.error_msg(&request.metadata, ResponseCode::ServFail))
                 .await;
         };
-        let qname = wire_name(&query.name().to_string());
-        let zone = table.zone_of(&qname);
         response.zone = zone;
         // Another class, or a zone transfer (no server copies our zones: each resolver builds
         // its own from the table): REFUSED at once, where a NODATA would leave a transfer
@@ -126,7 +127,7 @@ impl RequestHandler for DnsHandler {
                 let mut rcode = served.rcode();
                 if let Some(signer) = &signer {
                     // K2-K4: the apex's keys, and with DO every RRset signed.
-                    let keys = apex_keys(signer, &table, &served, query.query_type());
+                    let keys = apex_keys(signer, &table, &served, &qname, query.query_type());
                     let denied = keys.is_none();
                     if let Some(keys) = keys {
                         answers = keys;
@@ -341,6 +342,7 @@ fn apex_keys(
     signer: &ZoneSigner,
     table: &ServingTable,
     outcome: &Outcome<'_>,
+    qname: &[u8],
     qtype: RecordType,
 ) -> Option<Vec<Record>> {
     let Outcome::NoData { zone } = outcome else {
@@ -353,9 +355,9 @@ fn apex_keys(
         return None;
     }
     let z = &table.zones()[*zone];
-    // NoData at the apex only: a name below it has no keys.
-    let apex = wire_name(&signer.apex.to_ascii());
-    if *z.apex != *apex {
+    // At the apex only (the question is in the zone: the same length is the same name); a
+    // name below it has no keys.
+    if qname.len() != z.apex.len() {
         return None;
     }
     let ttl = soa_minimum(&z.soa)?;
@@ -403,23 +405,25 @@ fn sign_sections(
     };
     let mut authority = dnssec::with_rrsigs(&signer_of, authority, now);
     let mut rcode = outcome.rcode();
-    if let Some(name) = denied
-        && let Some(signer) = signer_of(&name)
-    {
+    let denied_at = denied.and_then(|name| {
         let wire = wire_name(&name.to_ascii());
+        let zone = table.zone_of(&wire)?;
+        let signer = signers.get(&table.zones()[zone].apex)?;
+        Some((name, wire, zone, signer))
+    });
+    if let Some((name, wire, zone, signer)) = denied_at {
         let types = table.types_at(&wire).map(|types| {
             let mut types: Vec<RecordType> = types.into_iter().map(RecordType::from).collect();
-            if name.num_labels() == signer.apex.num_labels() {
+            if wire.len() == table.zones()[zone].apex.len() {
                 types.extend([RecordType::DNSKEY, RecordType::CDS, RecordType::CDNSKEY]);
             }
             types
         });
-        let ttl = table
-            .zone_of(&wire)
-            .and_then(|z| soa_minimum(&table.zones()[z].soa))
-            .unwrap_or(60);
+        let ttl = soa_minimum(&table.zones()[zone].soa).unwrap_or(60);
         if let Some(nsec) = dnssec::denial(&name, types.as_deref(), ttl) {
-            authority.extend(dnssec::with_rrsigs(&signer_of, vec![nsec], now));
+            let rrsigs = signer.rrsigs(&name, std::slice::from_ref(&nsec), now);
+            authority.push(nsec);
+            authority.extend(rrsigs);
         }
         // Compact denial: the name "exists" with no data for the type.
         rcode = 0;

@@ -204,17 +204,12 @@ pub fn encode_signers(out: &mut Exposition, signers: &Signers) -> fmt::Result {
         return Ok(());
     }
     let zones = signers.zones();
-    let apex: Vec<String> = zones
-        .iter()
-        .map(|z| z.signer.load().apex.to_ascii())
-        .collect();
+    let apex: Vec<&str> = zones.iter().map(|z| z.apex.as_str()).collect();
     let counter = |pick: fn(&crate::dns::dnssec::SignerCounters) -> &AtomicU64| {
-        zones.iter().zip(&apex).map(move |(z, a)| {
-            (
-                [("zone", a.as_str())],
-                pick(&z.counters).load(Ordering::Relaxed),
-            )
-        })
+        zones
+            .iter()
+            .zip(&apex)
+            .map(move |(z, a)| ([("zone", *a)], pick(&z.counters).load(Ordering::Relaxed)))
     };
     out.counters(
         "healthroute_dnssec_signatures_total",
@@ -243,7 +238,7 @@ pub fn encode_signers(out: &mut Exposition, signers: &Signers) -> fmt::Result {
         signers_now
             .iter()
             .zip(&apex)
-            .map(|(s, a)| ([("zone", a.as_str())], s.cached() as i64)),
+            .map(|(s, a)| ([("zone", *a)], s.cached() as i64)),
     )?;
     let now = crate::dns::dnssec::unix_now();
     out.gauges(
@@ -251,7 +246,7 @@ pub fn encode_signers(out: &mut Exposition, signers: &Signers) -> fmt::Result {
         "Seconds until the oldest signature the cache serves expires (at least signatureValidity - signatureRefresh).",
         signers_now.iter().zip(&apex).filter_map(|(s, a)| {
             let expires = s.earliest_expiry()?;
-            Some(([("zone", a.as_str())], expires as i64 - now as i64))
+            Some(([("zone", *a)], expires as i64 - now as i64))
         }),
     )
 }

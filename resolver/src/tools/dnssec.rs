@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
+use hickory_proto::dnssec::rdata::DNSSECRData;
 use hickory_proto::rr::{Name, RData, Record};
 
 use crate::config::{FileConfig, ZoneEntry};
@@ -105,12 +106,7 @@ pub fn ds_report(file: &FileConfig, path: &Path) -> Result<String, Error> {
 }
 
 fn zone_report(zone: &str, keys: &[KeyConfig]) -> Result<String, Error> {
-    let apex = Name::from_ascii(healthroute_table::normalize_name(zone)?).map_err(|e| {
-        Error::DnssecKeys {
-            zone: zone.to_owned(),
-            why: e.to_string(),
-        }
-    })?;
+    let apex = apex_name(zone)?;
     let mut out = format!("; {apex} — hand the DS lines to the parent zone\n");
     for config in keys {
         let key = ZoneKey::load(config)?;
@@ -125,22 +121,10 @@ fn zone_report(zone: &str, keys: &[KeyConfig]) -> Result<String, Error> {
             u8::from(key.algorithm()),
             config.file.display()
         ));
-        out.push_str(&line(
-            &apex,
-            RData::DNSSEC(hickory_proto::dnssec::rdata::DNSSECRData::DNSKEY(
-                key.dnskey.clone(),
-            )),
-        ));
-        if key.is_entry_point() {
-            let ds = key.ds(&apex).map_err(|why| Error::DnssecKey {
-                path: config.file.clone(),
-                why,
-            })?;
-            out.push_str(&line(
-                &apex,
-                RData::DNSSEC(hickory_proto::dnssec::rdata::DNSSECRData::DS(ds)),
-            ));
-        }
+        out.push_str(&key_lines(&apex, &key).map_err(|why| Error::DnssecKey {
+            path: config.file.clone(),
+            why,
+        })?);
     }
     Ok(out)
 }
@@ -152,12 +136,7 @@ pub async fn secret_ds(
     zone: &str,
     keys: &[String],
 ) -> Result<String, Error> {
-    let apex = Name::from_ascii(healthroute_table::normalize_name(zone)?).map_err(|e| {
-        Error::DnssecKeys {
-            zone: zone.to_owned(),
-            why: e.to_string(),
-        }
-    })?;
+    let apex = apex_name(zone)?;
     let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
         kube::Api::namespaced(client.clone(), namespace);
     let mut out = format!("; {apex} — hand the DS lines to the parent zone\n");
@@ -185,23 +164,33 @@ pub async fn secret_ds(
             zone_key.tag,
             u8::from(zone_key.algorithm())
         ));
-        out.push_str(&line(
-            &apex,
-            RData::DNSSEC(hickory_proto::dnssec::rdata::DNSSECRData::DNSKEY(
-                zone_key.dnskey.clone(),
-            )),
-        ));
-        let ds = zone_key.ds(&apex).map_err(bad)?;
-        out.push_str(&line(
-            &apex,
-            RData::DNSSEC(hickory_proto::dnssec::rdata::DNSSECRData::DS(ds)),
-        ));
+        out.push_str(&key_lines(&apex, &zone_key).map_err(bad)?);
     }
     Ok(out)
 }
 
-fn line(apex: &Name, data: RData) -> String {
-    format!("{}\n", Record::from_rdata(apex.clone(), 3600, data))
+/// The zone's apex as a name, for its records.
+fn apex_name(zone: &str) -> Result<Name, Error> {
+    Name::from_ascii(healthroute_table::normalize_name(zone)?).map_err(|e| Error::DnssecKeys {
+        zone: zone.to_owned(),
+        why: e.to_string(),
+    })
+}
+
+/// A key's DNSKEY line and, for a key the parent's DS may name (a CSK or KSK), its DS line,
+/// in zone-file form.
+fn key_lines(apex: &Name, key: &ZoneKey) -> Result<String, String> {
+    let line = |data| {
+        format!(
+            "{}\n",
+            Record::from_rdata(apex.clone(), 3600, RData::DNSSEC(data))
+        )
+    };
+    let mut out = line(DNSSECRData::DNSKEY(key.dnskey.clone()));
+    if key.is_entry_point() {
+        out.push_str(&line(DNSSECRData::DS(key.ds(apex)?)));
+    }
+    Ok(out)
 }
 
 /// [`ds_report`] of the settings file at `path`.

@@ -121,7 +121,6 @@ pub struct ZoneSigner {
     pub keys: Vec<ZoneKey>,
     /// The settings it was made from (the key files' paths and states, the timing).
     pub config: DnssecConfig,
-    pub timing: Timing,
     cache: Mutex<Cache>,
     /// The zone's, kept across signers (a key change makes a new signer): they only go up.
     pub counters: Arc<SignerCounters>,
@@ -137,7 +136,6 @@ impl ZoneSigner {
         ZoneSigner {
             apex,
             keys,
-            timing: config.timing,
             cache: Mutex::new(Cache::new(config.cache_entries)),
             config,
             counters,
@@ -164,7 +162,7 @@ impl ZoneSigner {
     pub fn cached_wire(&self, key: &[u8], now: u64, write: impl FnOnce(&[Box<[u8]>])) -> bool {
         let mut cache = self.cache();
         match cache.get(key) {
-            Some(entry) if now < entry.made + self.timing.refresh.as_secs() => {
+            Some(entry) if now < entry.made + self.config.timing.refresh.as_secs() => {
                 self.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
                 write(&entry.wire);
                 true
@@ -186,7 +184,7 @@ impl ZoneSigner {
         {
             let mut cache = self.cache();
             if let Some(entry) = cache.get(&key)
-                && now < entry.made + self.timing.refresh.as_secs()
+                && now < entry.made + self.config.timing.refresh.as_secs()
                 && let Some(rrsigs) = records_of(&entry.wire, owner, first.ttl)
             {
                 self.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
@@ -198,8 +196,8 @@ impl ZoneSigner {
             rtype,
             RecordType::DNSKEY | RecordType::CDS | RecordType::CDNSKEY
         );
-        let inception = now.saturating_sub(self.timing.backdate.as_secs());
-        let expiration = now + self.timing.validity.as_secs();
+        let inception = now.saturating_sub(self.config.timing.backdate.as_secs());
+        let expiration = now + self.config.timing.validity.as_secs();
         let mut rrsigs = Vec::new();
         for zone_key in self.keys.iter().filter(|k| {
             if keys_rrset {

@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use crate::support::{Backend, Resolver, eventually, free_port, resolver, sample, temp_dir};
+use crate::support::{
+    Backend, Resolver, eventually, free_port, resolver, run_resolver, sample, temp_dir,
+};
 
 /// The zone's groups: every answer type, a CNAME into the zone and one to a name that does
 /// not exist, a weighted spread, a failover whose primary is checked against `backend`, and
@@ -38,33 +40,18 @@ fn manifests(backend: &Backend) -> String {
 
 /// A new key from `healthroute-resolver dnssec keygen`.
 fn keygen(algorithm: &str) -> String {
-    let out = resolver()
-        .args(["dnssec", "keygen", "--algorithm", algorithm])
-        .output()
-        .expect("runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("text")
+    run_resolver(&["dnssec", "keygen", "--algorithm", algorithm])
 }
 
 /// The DS lines `dnssec ds` prints for `dir`.
 fn ds_lines(dir: &Path) -> Vec<String> {
-    let out = resolver()
-        .args(["dnssec", "ds", "--manifests"])
-        .arg(dir)
-        .output()
-        .expect("runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .expect("text")
-        .lines()
+    let dir = dir.to_str().expect("a UTF-8 temp dir");
+    ds_of(&run_resolver(&["dnssec", "ds", "--manifests", dir]))
+}
+
+/// The DS lines of what `dnssec ds` (or `simulate ZONE DS`) printed.
+fn ds_of(text: &str) -> Vec<String> {
+    text.lines()
         .filter(|l| !l.starts_with(';') && l.contains(" DS "))
         .map(str::to_owned)
         .collect()
@@ -528,23 +515,9 @@ fn a_bad_key_is_a_start_up_error() {
 fn the_simulator_prints_the_ds_and_big_signed_answers_truncate_whole() {
     let backend = Backend::start();
     let dir = signed_dir("dnssec-sim", &backend);
-    let out = resolver()
-        .args(["simulate", "--manifests"])
-        .arg(&dir)
-        .args(["example.com", "DS"])
-        .output()
-        .expect("runs");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let ds: Vec<String> = text
-        .lines()
-        .filter(|l| !l.starts_with(';') && l.contains(" DS "))
-        .map(str::to_owned)
-        .collect();
+    let dir_text = dir.to_str().expect("a UTF-8 temp dir");
+    let text = run_resolver(&["simulate", "--manifests", dir_text, "example.com", "DS"]);
+    let ds = ds_of(&text);
     assert_eq!(ds, ds_lines(&dir), "{text}");
 
     std::fs::write(

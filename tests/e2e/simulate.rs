@@ -308,18 +308,8 @@ fn simulator_and_resolver_follow_a_cname_chain() {
     .concat();
     std::fs::write(dir.join("groups.yaml"), manifests).expect("write");
     let sim = |name: &str| {
-        let out = crate::support::resolver()
-            .args(["simulate", "--manifests"])
-            .arg(&dir)
-            .args(["--queries", "10", name])
-            .output()
-            .expect("runs");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        let dir = dir.to_str().expect("a UTF-8 temp dir");
+        crate::support::run_resolver(&["simulate", "--manifests", dir, "--queries", "10", name])
     };
     let out = sim("www.b.test");
     assert_eq!(share(&out, "api.b.test. → 192.0.2.80"), 100.0, "{out}");

@@ -55,16 +55,23 @@ pub fn resolver_binary() -> &'static Path {
 /// Runs `healthroute-resolver simulate` on an example directory; returns stdout, or panics
 /// with stderr.
 pub fn simulate(example: &str, args: &[&str]) -> String {
+    let dir = repo().join("examples").join(example);
+    let mut all: Vec<&std::ffi::OsStr> =
+        vec!["simulate".as_ref(), "--manifests".as_ref(), dir.as_ref()];
+    all.extend(args.iter().map(std::ffi::OsStr::new));
+    run_resolver(&all)
+}
+
+/// Runs `healthroute-resolver ARGS` to its end (a command, not the server); returns stdout,
+/// or panics with stderr.
+pub fn run_resolver<S: AsRef<std::ffi::OsStr> + std::fmt::Debug>(args: &[S]) -> String {
     let out = resolver()
-        .arg("simulate")
-        .arg("--manifests")
-        .arg(repo().join("examples").join(example))
         .args(args)
         .output()
         .expect("runs healthroute-resolver");
     assert!(
         out.status.success(),
-        "simulate {example} {args:?} failed: {}",
+        "healthroute-resolver {args:?} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()

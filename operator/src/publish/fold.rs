@@ -53,14 +53,22 @@ async fn delete_paced(
     let mut pace = tokio::time::interval(std::time::Duration::from_secs(1) / DELETE_PACE);
     for name in names {
         pace.tick().await;
-        match timed(&name, api.delete(&name, &DeleteParams::default())).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(kube::Error::Api(s))) if s.is_not_found() => {}
-            Ok(Err(e)) => return Err(e.to_string()),
-            Err(e) => return Err(e.to_string()),
-        }
+        delete_one(&api, &name).await?;
     }
     Ok(())
+}
+
+/// Deletes the table object `name`; one that is gone already counts as deleted.
+async fn delete_one(
+    api: &kube::Api<k8s_openapi::api::core::v1::ConfigMap>,
+    name: &str,
+) -> Result<(), String> {
+    match timed(name, api.delete(name, &DeleteParams::default())).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(kube::Error::Api(s))) if s.is_not_found() => Ok(()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// What one step of a fold did.
@@ -283,19 +291,13 @@ impl Publisher {
             .cloned()
             .collect();
         for name in unused {
-            match timed(&name, self.api.delete(&name, &DeleteParams::default())).await {
-                Ok(Ok(_)) => {
-                    self.written.remove(&name);
-                }
-                Ok(Err(kube::Error::Api(s))) if s.is_not_found() => {
+            match delete_one(&self.api, &name).await {
+                Ok(()) => {
                     self.written.remove(&name);
                 }
                 // Harmless where it stays: no manifest names it. Tried again next time.
-                Ok(Err(e)) => {
-                    tracing::debug!(configmap = %name, error = %e, "unused shard not removed")
-                }
-                Err(e) => {
-                    tracing::debug!(configmap = %name, error = %e, "unused shard not removed")
+                Err(error) => {
+                    tracing::debug!(configmap = %name, %error, "unused shard not removed")
                 }
             }
         }

@@ -25,26 +25,9 @@ for tool in dnsviz named named-checkconf; do
 done
 [ -x "$RESOLVER" ] || { echo "$RESOLVER is not built" >&2; exit 2; }
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-mkdir "$work/zone"
-"$RESOLVER" dnssec keygen >"$work/zone/csk.pem"
-cat >"$work/zone/healthroute.yaml" <<EOF
-zones:
-  - name: $ZONE
-    nameservers:
-      - {name: ns1.$ZONE., addresses: [$NS1]}
-      - {name: ns2.$ZONE., addresses: [$NS2]}
-    dnssec:
-      keys: [{file: csk.pem}]
-EOF
+source tests/tools/nameservers.sh
+nameservers_setup
+zone_signed
 cat >"$work/zone/records.yaml" <<EOF
 apiVersion: healthroute.io/v1alpha1
 kind: RecordGroup
@@ -75,23 +58,8 @@ spec:
   routingPolicy: Simple
   records: [{setIdentifier: only, values: ['"v=spf1 -all"']}]
 EOF
-for ip in "$NS1" "$NS2"; do
-  "$RESOLVER" --manifests "$work/zone" --listen "$ip:53" --admin-listen "$ip:9153" \
-    --udp-sockets 1 >"$work/resolver-$ip.log" 2>&1 &
-  pids+=($!)
-done
-for ip in "$NS1" "$NS2"; do
-  for _ in $(seq 100); do
-    dig +short +time=1 +tries=1 "@$ip" "www.$ZONE" A >/dev/null 2>&1 && continue 2
-    sleep 0.1
-  done
-  echo "the resolver on $ip does not answer:" >&2
-  cat "$work/resolver-$ip.log" >&2
-  exit 2
-done
-
-# `ZONE. 3600 IN DS TAG ALG TYPE DIGEST` -> `TAG ALG TYPE DIGEST`
-ds=$("$RESOLVER" dnssec ds --manifests "$work/zone" | awk '$4 == "DS" {print $5 " " $6 " " $7 " " $8}')
+nameservers_start
+ds=$(zone_ds)
 servers="ns1.$ZONE=$NS1,ns2.$ZONE=$NS2"
 dnsviz probe -A -a "$ZONE" -x "$ZONE:$servers" -N "$ZONE:$servers" -D "$ZONE:$ds" \
   -o "$work/probe.json" "$ZONE" "www.$ZONE" "alias.$ZONE" "txt.$ZONE" "nope.$ZONE" >"$work/probe.log" 2>&1 || {

@@ -41,33 +41,12 @@ if [ ! -x "$RESOLVER" ]; then
   exit 2
 fi
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do
-    kill "$pid" 2>/dev/null || true
-  done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-mkdir "$work/zone"
-cat >"$work/zone/healthroute.yaml" <<EOF
-zones:
-  - name: $ZONE
-    nameservers:
-      - {name: ns1.$ZONE., addresses: [$NS1]}
-      - {name: ns2.$ZONE., addresses: [$NS2]}
-EOF
+source tests/tools/nameservers.sh
+nameservers_setup
 ds_args=()
 if [ "${DNSSEC:-0}" = 1 ]; then
-  # One CSK that both nameservers sign with; its DS is what the parent would hold.
-  "$RESOLVER" dnssec keygen >"$work/zone/csk.pem"
-  printf '    dnssec:\n      keys: [{file: csk.pem}]\n' >>"$work/zone/healthroute.yaml"
-  # `ZONE. 3600 IN DS TAG ALG TYPE DIGEST` -> TAG,ALG,TYPE,DIGEST
-  ds=$("$RESOLVER" dnssec ds --manifests "$work/zone" | awk '$4 == "DS" {print $5 "," $6 "," $7 "," $8}')
-  ds_args=(--ds "$ds")
+  zone_signed
+  ds_args=(--ds "$(zone_ds | tr ' ' ',')")
 fi
 cat >"$work/zone/records.yaml" <<EOF
 apiVersion: healthroute.io/v1alpha1
@@ -85,26 +64,7 @@ root.invalid. 3600000  A   127.0.0.13
 EOF
 echo '{"resolver": {"defaults": {"timeout": 1, "retry": 1, "retrans": 1}}}' >"$work/profile.json"
 
-# Both resolvers serve the same directory (so the same table generation, the SOA serial).
-for ip in "$NS1" "$NS2"; do
-  "$RESOLVER" --manifests "$work/zone" --listen "$ip:53" --admin-listen "$ip:9153" \
-    --udp-sockets 1 >"$work/resolver-$ip.log" 2>&1 &
-  pids+=($!)
-done
-ready() {
-  local reply
-  reply=$( (exec 3<>"/dev/tcp/$1/9153" && printf 'GET /readyz HTTP/1.0\r\n\r\n' >&3 && head -1 <&3) 2>/dev/null) || return 1
-  [[ $reply == *" 200 "* ]]
-}
-for ip in "$NS1" "$NS2"; do
-  for _ in $(seq 100); do
-    ready "$ip" && continue 2
-    sleep 0.1
-  done
-  echo "the resolver on $ip did not become ready:" >&2
-  cat "$work/resolver-$ip.log" >&2
-  exit 2
-done
+nameservers_start
 
 start=$(date +%s%N)
 zonemaster-cli --profile "$work/profile.json" --hints "$work/hints" --no-ipv6 \

@@ -13,7 +13,7 @@
 //! dropped. An entry is its RRset's canonical form (the key) and its RRSIGs: at 10,000 names
 //! with two variants each about 20,000 entries (docs/benchmarks.md).
 //!
-//! Layer: over `keys`; the handler's `dnssec::sign_*` call it.
+//! Layer: over `keys`; `dnssec::with_rrsigs` (the handler) and the fast path call it.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -63,7 +63,9 @@ cluster (`../shared/cluster/up.sh`).
 Loading 100,000 groups takes about 16 minutes and deleting them as long or longer, so
 --keep leaves the namespaces and their objects, a later run with --reuse (same --label and
 --groups; e.g. another build's binaries) measures on them without loading, and --cleanup
-deletes them. A reused namespace holds the earlier run's statuses: the start then writes fewer.
+deletes them. A reused namespace holds the earlier run's statuses: the start then writes fewer,
+unless --clear-statuses takes them away first (a first start's statuses, on a reused load).
+--operator-args passes more arguments to both operators (e.g. '--status-qps 50').
 
 Everything listens on loopback; every wait has a deadline. At the end the processes are killed,
 the objects deleted in parallel (the namespace controller alone takes many minutes for tens of
@@ -76,6 +78,7 @@ import os
 import random
 import re
 import select
+import shlex
 import signal
 import socket
 import ssl
@@ -827,10 +830,16 @@ def early_flips(rows, what, kube, ns, hr_ns, dns, n, rng, leader, t0, seconds):
     key = "healthroute_operator_status_writes_total"
     writes_before = msum(leader.metrics(), key)
     started = time.monotonic() - t0
-    both, _, timeouts, stages = flips(kube, ns, hr_ns, dns, n, 0, rng, until=t0 + seconds)
+    sent = []
+    both, _, timeouts, stages = flips(kube, ns, hr_ns, dns, n, 0, rng, until=t0 + seconds, sent=sent)
     m = leader.metrics()
     rows.append((f"EndpointSlice flip → both answer, {started:.1f}-{seconds:.0f} s after {what} "
                  f"({len(both)} flips, {timeouts} over 30 s)", fmt_ms(both)))
+    # When in the window the slow ones were: the start's own lists and first table, or later.
+    for lo in range(0, int(seconds), 20):
+        part = [b for b, s in zip(both, sent) if lo <= s - t0 < lo + 20]
+        if part:
+            rows.append((f"  … sent {lo}-{lo + 20} s after it ({len(part)} flips)", fmt_ms(part)))
     for stage in ("patch → slice event", "slice event → table event", "table event → both answer"):
         if stages.get(stage):
             rows.append((f"  {stage} ({len(stages[stage])} flips)", fmt_ms(stages[stage])))
@@ -885,11 +894,13 @@ def delta_lag(watch, resolvers):
     return lags
 
 
-def flips(kube, ns, hr_ns, resolvers, n, k, rng, servers=(), until=None):
+def flips(kube, ns, hr_ns, resolvers, n, k, rng, servers=(), until=None, sent=None):
     """K EndpointSlice flips (or, with `until`, as many as fit before that monotonic time):
     (both-answered times, patch round trips, timeouts, stages), in seconds. `stages` splits each flip where this script's own watches saw it: the patched
     slice's event (as the operator sees it), then the next table ConfigMap event in `hr_ns` (the
-    operator's delta, as the resolvers see it), then both resolvers answering."""
+    operator's delta, as the resolvers see it), then both resolvers answering. With `sent` (a
+    list), the monotonic time each answered flip was sent is appended to it, in the order of
+    the both-answered times."""
     pool = [i for i in range(n) if kind_of(i, n) == "simple-svc"]
     both, patch_rtt, timeouts = [], [], 0
     stages = {"patch → slice event": [], "slice event → both answer": [], "slice event → table event": [],
@@ -918,6 +929,8 @@ def flips(kube, ns, hr_ns, resolvers, n, k, rng, servers=(), until=None):
         if len(seen) == len(resolvers):
             done = max(seen.values())
             both.append(done - t0)
+            if sent is not None:
+                sent.append(t0)
             t1 = slices.first(t0, name) if slices else None
             t2 = tables.first(t1) if t1 else None
             # Answered before the table's event came (pushed deltas): wait for it, briefly.
@@ -981,6 +994,21 @@ def leadership(proc):
 def led_at(proc, since):
     """The wall-clock time at which `proc` logged that it leads, after `since`, or None."""
     return next((t for t in leadership(proc) if t > since), None)
+
+
+def watch_ready(procs, deadline):
+    """In a thread: the monotonic time at which each of `procs` first answers /readyz 200 (an
+    operator: its watches have listed everything), polled every 50 ms; {name: time}."""
+    seen = {}
+
+    def poll():
+        while time.monotonic() < deadline and len(seen) < len(procs):
+            for p in procs:
+                if p.name not in seen and p.ready():
+                    seen[p.name] = time.monotonic()
+            time.sleep(0.05)
+    threading.Thread(target=poll, daemon=True).start()
+    return seen
 
 
 def cluster_pid(cluster_dir, name):
@@ -1089,6 +1117,15 @@ def unload_listed(kube, ns, workers):
         log(f"deleted {count} objects left in {ns} in {took:.0f} s")
 
 
+def clear_statuses(kube, ns, n, workers):
+    """Takes every group's status away (a merge patch of `status: null` to the status
+    subresource), so that a reused load starts as a first start does: every status owed."""
+    paths = (f"{GROUP_API}/namespaces/{ns}/recordgroups/{group_name(i)}/status" for i in range(n))
+    return in_parallel(paths, lambda path: kube.call("PATCH", path, {"status": None},
+                                                     ctype="application/merge-patch+json", ok=(200, 404)),
+                       workers, "statuses cleared", min_free_mib=0)
+
+
 def count_groups(kube, ns):
     """RecordGroups in `ns` (None when the namespace is not there)."""
     if not kube.exists(f"/api/v1/namespaces/{ns}"):
@@ -1170,6 +1207,10 @@ def main():
     p.add_argument("--cleanup", action="store_true", help="only delete this label's namespaces and their objects")
     p.add_argument("--load-only", action="store_true",
                    help="only load (or top up, with --reuse) this label's groups and keep them; a later --reuse run measures")
+    p.add_argument("--clear-statuses", action="store_true",
+                   help="with --reuse: take every group's status away before the start, so that it is a first start's")
+    p.add_argument("--operator-args", default="", metavar="ARGS",
+                   help="more arguments for both operators (one string, split as a shell would), e.g. '--status-qps 50'")
     p.add_argument("--seed", type=int, default=27)
     p.add_argument("--push", action="store_true",
                    help="pushed deltas (P12): a push key for the operators and a push listener on each resolver")
@@ -1259,7 +1300,11 @@ def main():
                 kube.json_patch(f"{GROUP_API}/namespaces/{data_ns}/healthchecks/hc{k}",
                                 [{"op": "replace", "path": "/spec/target/port", "value": target.port}])
             loaded = True
-            rows.append(("load", f"reused {data_ns} (an earlier run's statuses and flips are in it)"))
+            if args.clear_statuses:
+                took, count = clear_statuses(kube, data_ns, n, args.workers)
+                rows.append(("load", f"reused {data_ns}, every status taken away ({count} in {took:.0f} s): a first start"))
+            else:
+                rows.append(("load", f"reused {data_ns} (an earlier run's statuses and flips are in it)"))
             log(f"reusing the {n} groups in {data_ns}")
         if args.load_only:
             args.keep = True
@@ -1286,7 +1331,8 @@ def main():
             aport = free_port()
             operators.append(Proc(name, [op_bin, "--zone", ZONE, "--namespace", hr_ns, "--watch-namespace", data_ns,
                                          "--identity", name, "--lease-duration", str(args.lease_duration),
-                                         "--admin-listen", f"127.0.0.1:{aport}", "--log-format", "json"] + push_args,
+                                         "--admin-listen", f"127.0.0.1:{aport}", "--log-format", "json"] + push_args
+                                  + shlex.split(args.operator_args),
                                   env, tmp, aport))
         procs.extend(resolvers + operators)
         for r in resolvers:
@@ -1303,9 +1349,10 @@ def main():
         if dead:
             raise RuntimeError(f"{', '.join(dead)} exited at start; see the logs in {tmp}")
 
-        t0 = time.monotonic()
+        t0, wall0 = time.monotonic(), time.time()
         for o in operators:
             o.start()
+        listed = watch_ready(operators, t0 + args.start_timeout)
         t_sample, t_all, swept, late = startup(dns, n, t0, t0 + args.start_timeout)
         rows.append(("operator start → every group answered by both resolvers",
                      f"{fmt_s(t_all)} (a sample of {len(sample_of(n))} names at {fmt_s(t_sample)}; "
@@ -1324,6 +1371,13 @@ def main():
                      f"{msum(m, 'healthroute_operator_publish_seconds_total'):.2f} s publishing "
                      f"({msum(m, 'healthroute_operator_compiles_total'):.0f} compiles, "
                      f"{msum(m, 'healthroute_operator_table_shards'):.0f} shards); the rest of the start is lists and the election")
+        led = led_at(leader, wall0 - 1)
+        steps = [f"{o.name} listed everything (ready) at {fmt_s(listed[o.name] - t0) if o.name in listed else 'n/a'}"
+                 for o in (leader, standby)]
+        if led is not None:
+            steps.append(f"the leader logged its lead at {fmt_s(led - wall0)}")
+        extra.append("the start, from the operators' start: " + "; ".join(steps)
+                     + f"; every group answered by both resolvers at {fmt_s(t_all)}")
         settled, writes, now_leading = settle(operators, args.settle_max)
         rows.append(("status writes stop (after all groups answered)",
                      f"{fmt_s(settled)} ({writes:.0f} writes)" if writes is not None else "n/a"))

@@ -425,10 +425,10 @@ def main():
     assert "--no-checker" in args, args
     # SEM-P7: the leader's writes besides the table go at the chart's pace.
     op_args = find(defaults, "Deployment", "hr-operator")["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert "--status-qps=100" in op_args and "--status-burst=200" in op_args, op_args
+    assert "--status-qps=50" in op_args and "--status-burst=100" in op_args, op_args
     unpaced, _ = render({"operator": {"statusWrites": {"qps": 0}}})
     op_args = find(unpaced, "Deployment", "hr-operator")["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert "--status-qps=0" in op_args and "--status-burst=200" in op_args, op_args
+    assert "--status-qps=0" in op_args and "--status-burst=100" in op_args, op_args
     e = refused({"operator": {"statusWrites": {"qps": -1}}})
     assert "qps" in e, e
     off, _ = render({"resolver": {"service": {"trafficDistribution": ""}}})

@@ -224,6 +224,7 @@ pub async fn run(client: Client, settings: &Settings) -> Result<Report, Error> {
             client.clone(),
             queue.clone(),
             leader,
+            writes::TableWrites::default(), // no table is written here
             WriteMetrics::default(),
             WriterConfig {
                 concurrency: IN_FLIGHT,

@@ -414,6 +414,7 @@ async fn each_status_is_applied_to_its_kinds_resource() {
         client,
         queue,
         leader,
+        writes::TableWrites::default(),
         Default::default(),
         config,
         stop,

@@ -150,7 +150,9 @@ pub async fn run_with(
     readiness: Arc<Readiness>,
     shutdown: watch::Receiver<bool>,
 ) {
-    let (publisher, requests, feedback) = PublisherTask::spawn(&client, &config, &metrics);
+    let table_writes = writes::TableWrites::default();
+    let (publisher, requests, feedback) =
+        PublisherTask::spawn(&client, &config, &metrics, &table_writes);
     // Statuses, Peer checks (X4) and the engines' shifts' mirrors (AS13): one queue, one
     // leader-gated writer.
     let queue = WriteQueue::default();
@@ -160,6 +162,7 @@ pub async fn run_with(
             client.clone(),
             queue.clone(),
             writer_leading,
+            table_writes.clone(),
             metrics.writes(),
             config.status.clone(),
             shutdown.clone(),
@@ -204,6 +207,7 @@ impl PublisherTask {
         client: &Client,
         config: &Config,
         metrics: &OperatorMetrics,
+        table_writes: &writes::TableWrites,
     ) -> (
         Self,
         watch::Sender<PublishRequest>,
@@ -244,6 +248,7 @@ impl PublisherTask {
                 requests_rx,
                 feedback_tx,
                 metrics.publisher.clone(),
+                table_writes.clone(),
             )
             .instrument(tracing::info_span!("publisher", namespace = %config.namespace)),
         );

@@ -12,6 +12,7 @@ use tokio::sync::{mpsc, watch};
 use super::{Publisher, ReadBack};
 use crate::error::Error;
 use crate::metrics::PublisherMetrics;
+use crate::writes::TableWrites;
 
 /// What the control loop asks of the publisher: the newest table of a leadership term.
 #[derive(Debug, Clone, Default)]
@@ -47,6 +48,7 @@ pub async fn run_publisher(
     mut requests: watch::Receiver<PublishRequest>,
     feedback: mpsc::UnboundedSender<PublishFeedback>,
     metrics: Arc<PublisherMetrics>,
+    writing: TableWrites,
 ) {
     let mut term = 0;
     let mut read_back = false;
@@ -124,9 +126,12 @@ pub async fn run_publisher(
         }
         let started = std::time::Instant::now();
         let current = &requests;
+        // The writer starts no status write meanwhile (P7): the API server serves this first.
+        writing.started();
         let result = publisher
             .publish(&table, || current.borrow().term == term)
             .await;
+        writing.ended();
         metrics.took(started.elapsed());
         match result {
             Ok(report) => {

@@ -35,7 +35,7 @@ mod task;
 
 pub use api::delete_params;
 pub use queue::{Handover, WriteOutcome, WriteQueue};
-pub use task::{DEFAULT_BURST, DEFAULT_QPS, WriterConfig, run};
+pub use task::{DEFAULT_BURST, DEFAULT_QPS, TableWrites, WriterConfig, run};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 

@@ -4,11 +4,14 @@
 //! checks, engine shifts).
 //!
 //! The pace is the writer's share of the API server. A term's first table makes every
-//! group's status due at once: unpaced, 10,000 of them went out at about 200 a second with 8
-//! in flight, and an EndpointSlice change made meanwhile waited for the API server behind
-//! them (p99 152 ms from the patch to both resolvers answering, against 28 ms in steady
-//! state; docs/benchmarks.md, #44). The table's writes are not paced: they are the
-//! publisher's, beside this task (P7).
+//! group's status due at once, and one status write costs the API server about 5 ms of CPU
+//! (Kubernetes 1.36 on this machine, `bench/status_cost.py`): unpaced, 10,000 of them went out
+//! at about 200 a second, and an EndpointSlice change made meanwhile waited for the API server
+//! behind them (p99 152 ms from the patch to both resolvers answering, against 28 ms in steady
+//! state; docs/benchmarks.md, #44). The default is kube-scheduler's own client share, 50 a
+//! second and 100 at once. The table's writes are not paced: they are the publisher's, beside
+//! this task (P7), and a status write does not start while one of them is under way
+//! ([`TableWrites`]), for at most [`TABLE_FIRST`].
 
 use std::time::Duration;
 
@@ -54,12 +57,55 @@ impl Default for WriterConfig {
     }
 }
 
-/// The writer's pace unless told otherwise: 10,000 first statuses in under 2 minutes, 100,000
-/// in under 17, while a change made meanwhile is served as fast as in steady state.
-pub const DEFAULT_QPS: f64 = 100.0;
+/// The writer's pace unless told otherwise, kube-scheduler's client default: 10,000 first
+/// statuses in under 4 minutes, 100,000 in under 34, about a quarter of one core of the API
+/// server's, while a change made meanwhile is served as fast as in steady state.
+pub const DEFAULT_QPS: f64 = 50.0;
 /// Writes that may go at once: a burst of changes (a zone's endpoints, a rollout) is written
 /// without waiting for the pace.
-pub const DEFAULT_BURST: u32 = 200;
+pub const DEFAULT_BURST: u32 = 100;
+
+/// The longest a status write waits for a table write under way: a table that is written
+/// without a pause (changes arriving faster than it is written) does not starve the statuses.
+pub const TABLE_FIRST: Duration = Duration::from_secs(1);
+
+/// Whether the publisher is writing a change, and since when: the writer starts no status
+/// write meanwhile, so that the API server serves the table's write first (P7).
+#[derive(Debug, Clone)]
+pub struct TableWrites(watch::Sender<Option<std::time::Instant>>);
+
+impl Default for TableWrites {
+    fn default() -> Self {
+        TableWrites(watch::channel(None).0)
+    }
+}
+
+impl TableWrites {
+    /// The publisher starts writing a change.
+    pub fn started(&self) {
+        self.0.send_replace(Some(std::time::Instant::now()));
+    }
+
+    /// The publisher's write is done (written, failed or given up).
+    pub fn ended(&self) {
+        self.0.send_replace(None);
+    }
+
+    /// What the writer watches.
+    fn watch(&self) -> watch::Receiver<Option<std::time::Instant>> {
+        self.0.subscribe()
+    }
+}
+
+/// Whether a status write should wait for the table: `None` when it may go, else until when
+/// at the latest (`TABLE_FIRST` after the table's write started).
+fn table_first(
+    writing: Option<std::time::Instant>,
+    now: std::time::Instant,
+) -> Option<std::time::Instant> {
+    let until = writing? + TABLE_FIRST;
+    (now < until).then_some(until)
+}
 
 /// A token bucket: `qps` tokens a second, up to `burst` held; a write spends one.
 #[derive(Debug)]
@@ -158,15 +204,18 @@ impl Progress {
     }
 }
 
-/// Writes what `queue` holds while `leader` is true, until `shutdown` turns true.
+/// Writes what `queue` holds while `leader` is true, until `shutdown` turns true, never
+/// starting one while `table` is being written (for at most [`TABLE_FIRST`]).
 pub async fn run(
     client: Client,
     queue: WriteQueue,
     mut leader: watch::Receiver<bool>,
+    table: TableWrites,
     metrics: WriteMetrics,
     config: WriterConfig,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    let mut table = table.watch();
     let recorder = Recorder::new(
         client.clone(),
         Reporter {
@@ -180,9 +229,14 @@ pub async fn run(
     let mut progress = Progress::default();
     loop {
         let is_leader = *leader.borrow_and_update();
+        let writing = *table.borrow_and_update();
         let mut paced = None;
         while is_leader && in_flight.len() < config.concurrency.max(1) {
             let now = Instant::now();
+            if let Some(until) = table_first(writing, now.into_std()) {
+                paced = Some(Instant::from_std(until));
+                break;
+            }
             if let Some(at) = pace.wait(now) {
                 paced = Some(at);
                 break;
@@ -207,7 +261,8 @@ pub async fn run(
         if let Some(line) = progress.observe(statuses, config.qps, Instant::now()) {
             tracing::info!("{line}");
         }
-        // Held by the pace: the next token is the next chance, whatever else is due.
+        // Held by the pace or the table: the next token, or the table's write ended (a change
+        // of `table`) or waited for long enough, is the next chance, whatever else is due.
         let retry_at = match (paced, queue.next_delayed()) {
             (Some(at), _) => Some(at),
             (None, delayed) => delayed,
@@ -220,6 +275,7 @@ pub async fn run(
             _ = queue.pushed() => {}
             _ = async { match retry_at { Some(t) => tokio::time::sleep_until(t).await, None => std::future::pending().await } } => {}
             Ok(()) = leader.changed() => {}
+            Ok(()) = table.changed() => {}
             _ = shutdown.changed() => return,
         }
     }
@@ -334,6 +390,27 @@ mod tests {
             assert_eq!(unpaced.wait(t0), None);
             unpaced.spend();
         }
+    }
+
+    // SEM-P7: a status write does not start while the table is being written, and waits for
+    // it at most TABLE_FIRST.
+    #[test]
+    fn a_status_write_waits_for_the_table_a_bounded_time() {
+        let t0 = std::time::Instant::now();
+        assert_eq!(table_first(None, t0), None, "no table write: go");
+        let ms = Duration::from_millis;
+        assert_eq!(table_first(Some(t0), t0 + ms(10)), Some(t0 + TABLE_FIRST));
+        assert_eq!(
+            table_first(Some(t0), t0 + TABLE_FIRST),
+            None,
+            "waited long enough"
+        );
+        let table = TableWrites::default();
+        let seen = table.watch();
+        table.started();
+        assert!(seen.borrow().is_some());
+        table.ended();
+        assert_eq!(*seen.borrow(), None);
     }
 
     // SEM-P7: a long status backlog says how far it is every 10 s and when it is caught up;

@@ -603,6 +603,33 @@ def free_port():
         return s.getsockname()[1]
 
 
+def cpu_seconds(pid):
+    """A process's user + system CPU seconds so far, or None when it is gone."""
+    try:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+class CpuShare:
+    """CPU seconds a second of named processes over a span: where a window's CPU went."""
+
+    def __init__(self, pids):
+        self.pids = {name: pid for name, pid in pids.items() if pid}
+        self.t0 = time.monotonic()
+        self.before = {name: cpu_seconds(pid) for name, pid in self.pids.items()}
+
+    def row(self):
+        took = time.monotonic() - self.t0
+        parts = []
+        for name, pid in self.pids.items():
+            after, before = cpu_seconds(pid), self.before[name]
+            if after is not None and before is not None:
+                parts.append(f"{name} {(after - before) / took:.2f}")
+        return ", ".join(parts)
+
+
 def rss_mib(pid, field="VmRSS"):
     """A process's resident size (or another kB line of its status: RssAnon, RssFile), MiB."""
     try:
@@ -823,13 +850,14 @@ def settle(operators, max_s, quiet=10):
     return None, (last or (None,))[0], None
 
 
-def early_flips(rows, what, kube, ns, hr_ns, dns, n, rng, leader, t0, seconds):
+def early_flips(rows, what, kube, ns, hr_ns, dns, n, rng, leader, t0, seconds, pids=None):
     """Flips from now until `seconds` after `t0` (a start, a takeover), while the new leader's
     statuses are still being written; a row of their times and one of the leader's status writes
     over the same span (issue #44)."""
     key = "healthroute_operator_status_writes_total"
     writes_before = msum(leader.metrics(), key)
     started = time.monotonic() - t0
+    cpu = CpuShare(pids or {})
     sent = []
     both, _, timeouts, stages = flips(kube, ns, hr_ns, dns, n, 0, rng, until=t0 + seconds, sent=sent)
     m = leader.metrics()
@@ -843,6 +871,8 @@ def early_flips(rows, what, kube, ns, hr_ns, dns, n, rng, leader, t0, seconds):
     for stage in ("patch → slice event", "slice event → table event", "table event → both answer"):
         if stages.get(stage):
             rows.append((f"  {stage} ({len(stages[stage])} flips)", fmt_ms(stages[stage])))
+    if cpu.pids:
+        rows.append((f"  CPU seconds a second meanwhile ({os.cpu_count()} CPUs in all)", cpu.row()))
     rows.append((f"  the leader's status writes meanwhile / in its process so far; its backlog at {seconds:.0f} s",
                  f"{msum(m, key) - writes_before:.0f} / {msum(m, key):.0f}; "
                  f"{msum(m, 'healthroute_operator_status_backlog'):.0f}"))
@@ -1217,6 +1247,9 @@ def main():
     p.add_argument("--early", type=float, default=0, metavar="SECONDS",
                    help="also flip during the first SECONDS after the operators start (from every group "
                         "answered on) and after the takeover (issue #44: a leader's first minute)")
+    p.add_argument("--early-from-answered", action="store_true",
+                   help="count the start's --early window from every group answered, not from the operators' start "
+                        "(at 100,000 groups the start itself takes most of a minute)")
     p.add_argument("--hold", type=float, default=0, metavar="SECONDS",
                    help="after the RSS is measured, keep every process running this long (pids printed) to inspect them")
     args = p.parse_args()
@@ -1360,13 +1393,34 @@ def main():
         log(f"started: sample {fmt_s(t_sample)}, all {fmt_s(t_all)}")
         if t_all is None:
             raise RuntimeError("not every group was answered; see the logs in " + tmp)
+        # An operator that exited at start (its admin port taken between the pick and the
+        # bind) would leave a run without a standby: no takeover, a start not like the others.
+        dead = [o.name for o in operators if not o.alive()]
+        if dead:
+            raise RuntimeError(f"{', '.join(dead)} exited at start; see the logs in {tmp}")
 
         holder = lease_holder(kube, hr_ns)
         leader = next((o for o in operators if o.name == holder), operators[0])
         standby = next(o for o in operators if o is not leader)
         m = leader.metrics()
+
+        def pids_now():
+            # Where a window's CPU goes: the cluster's two busiest processes and ours.
+            out = {c: cluster_pid(args.cluster_dir, c) for c in ("kube-apiserver", "etcd")}
+            for role, proc in (("leader", leader), ("standby", standby)):
+                if proc.alive():
+                    out[role] = proc.popen.pid
+            for r in resolvers:
+                out[r.name] = r.popen.pid
+            out["this script"] = os.getpid()
+            return out
         if args.early:
-            early_flips(rows, "the operators' start", kube, data_ns, hr_ns, dns, n, rng, leader, t0, args.early)
+            if args.early_from_answered:
+                early_flips(rows, "every group answered", kube, data_ns, hr_ns, dns, n, rng, leader, t0 + t_all,
+                            args.early, pids_now())
+            else:
+                early_flips(rows, "the operators' start", kube, data_ns, hr_ns, dns, n, rng, leader, t0, args.early,
+                            pids_now())
         extra.append(f"leader up to every group answered: {msum(m, 'healthroute_operator_compile_seconds_total'):.2f} s compiling, "
                      f"{msum(m, 'healthroute_operator_publish_seconds_total'):.2f} s publishing "
                      f"({msum(m, 'healthroute_operator_compiles_total'):.0f} compiles, "
@@ -1387,7 +1441,9 @@ def main():
 
         loads.append(os.getloadavg()[0])
         before, etcd_before = leader.metrics(), scrape(args.etcd_metrics)
+        steady_cpu = CpuShare(pids_now())
         both, rtt, timeouts, stages = flips(kube, data_ns, hr_ns, dns, n, args.flips, rng, resolvers)
+        steady_cpu_row = steady_cpu.row()
         after, etcd_after = leader.metrics(), scrape(args.etcd_metrics)
         loads.append(os.getloadavg()[0])
         rows.append((f"EndpointSlice flip → both resolvers answer ({len(both)} flips, {timeouts} over 30 s)", fmt_ms(both)))
@@ -1395,6 +1451,7 @@ def main():
         for what, xs in stages.items():
             if xs:
                 rows.append((f"  {what} ({len(xs)} flips)", fmt_ms(xs)))
+        rows.append((f"  CPU seconds a second meanwhile ({os.cpu_count()} CPUs in all)", steady_cpu_row))
         # Each flip is two etcd commits in a row (the PATCH, then the operator's delta), and
         # a commit waits for etcd's WAL fsync: the floor this machine's disk sets.
         for what, family in (("WAL fsync", "etcd_disk_wal_fsync_duration_seconds"),
@@ -1466,7 +1523,8 @@ def main():
             log(f"takeover {fmt_s(took)}")
             if args.early:
                 early_flips(rows, "the takeover (the SIGKILL)", kube, data_ns, hr_ns, dns, n, rng, standby, t0,
-                            args.early)
+                            args.early, {("new leader" if k == "standby" else k): v
+                                         for k, v in pids_now().items() if k != "leader"})
             # Back as the standby; what follows starts once it has listed everything.
             leader.start()
             ready = leader.wait_ready(args.start_timeout)

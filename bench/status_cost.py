@@ -33,9 +33,11 @@ MANAGER = "healthroute-operator"
 
 def cpu_seconds(cluster_dir, name):
     """User + system CPU seconds of one of the cluster's processes (its pid file)."""
-    pid = int(open(os.path.join(cluster_dir, "run", f"{name}.pid")).read().split()[0])
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    pid = scale.cluster_pid(cluster_dir, name)
+    seconds = scale.cpu_seconds(pid) if pid else None
+    if seconds is None:
+        sys.exit(f"no running {name} in {cluster_dir}/run")
+    return seconds
 
 
 def status_with(obj, message):

@@ -1415,12 +1415,9 @@ def main():
             out["this script"] = os.getpid()
             return out
         if args.early:
-            if args.early_from_answered:
-                early_flips(rows, "every group answered", kube, data_ns, hr_ns, dns, n, rng, leader, t0 + t_all,
-                            args.early, pids_now())
-            else:
-                early_flips(rows, "the operators' start", kube, data_ns, hr_ns, dns, n, rng, leader, t0, args.early,
-                            pids_now())
+            what, origin = (("every group answered", t0 + t_all) if args.early_from_answered
+                             else ("the operators' start", t0))
+            early_flips(rows, what, kube, data_ns, hr_ns, dns, n, rng, leader, origin, args.early, pids_now())
         extra.append(f"leader up to every group answered: {msum(m, 'healthroute_operator_compile_seconds_total'):.2f} s compiling, "
                      f"{msum(m, 'healthroute_operator_publish_seconds_total'):.2f} s publishing "
                      f"({msum(m, 'healthroute_operator_compiles_total'):.0f} compiles, "

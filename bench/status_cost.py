@@ -59,7 +59,7 @@ def write(kube, ns, method, obj, message):
         kube.apply(path, {"apiVersion": "healthroute.io/v1alpha1", "kind": "RecordGroup", "status": status},
                    manager=MANAGER)
     elif method == "merge":
-        kube.call("PATCH", path, {"status": status}, ctype="application/merge-patch+json", timeout=10)
+        kube.call("PATCH", path, {"status": status}, ctype="application/merge-patch+json")
     elif method == "json":
         kube.json_patch(path, [{"op": "add", "path": "/status", "value": status}])
     else:

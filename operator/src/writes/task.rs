@@ -72,7 +72,7 @@ pub const TABLE_FIRST: Duration = Duration::from_secs(1);
 /// Whether the publisher is writing a change, and since when: the writer starts no status
 /// write meanwhile, so that the API server serves the table's write first (P7).
 #[derive(Debug, Clone)]
-pub struct TableWrites(watch::Sender<Option<std::time::Instant>>);
+pub struct TableWrites(watch::Sender<Option<Instant>>);
 
 impl Default for TableWrites {
     fn default() -> Self {
@@ -83,7 +83,7 @@ impl Default for TableWrites {
 impl TableWrites {
     /// The publisher starts writing a change.
     pub fn started(&self) {
-        self.0.send_replace(Some(std::time::Instant::now()));
+        self.0.send_replace(Some(Instant::now()));
     }
 
     /// The publisher's write is done (written, failed or given up).
@@ -92,17 +92,14 @@ impl TableWrites {
     }
 
     /// What the writer watches.
-    fn watch(&self) -> watch::Receiver<Option<std::time::Instant>> {
+    fn watch(&self) -> watch::Receiver<Option<Instant>> {
         self.0.subscribe()
     }
 }
 
 /// Whether a status write should wait for the table: `None` when it may go, else until when
 /// at the latest (`TABLE_FIRST` after the table's write started).
-fn table_first(
-    writing: Option<std::time::Instant>,
-    now: std::time::Instant,
-) -> Option<std::time::Instant> {
+fn table_first(writing: Option<Instant>, now: Instant) -> Option<Instant> {
     let until = writing? + TABLE_FIRST;
     (now < until).then_some(until)
 }
@@ -233,8 +230,8 @@ pub async fn run(
         let mut paced = None;
         while is_leader && in_flight.len() < config.concurrency.max(1) {
             let now = Instant::now();
-            if let Some(until) = table_first(writing, now.into_std()) {
-                paced = Some(Instant::from_std(until));
+            if let Some(until) = table_first(writing, now) {
+                paced = Some(until);
                 break;
             }
             if let Some(at) = pace.wait(now) {
@@ -396,7 +393,7 @@ mod tests {
     // it at most TABLE_FIRST.
     #[test]
     fn a_status_write_waits_for_the_table_a_bounded_time() {
-        let t0 = std::time::Instant::now();
+        let t0 = Instant::now();
         assert_eq!(table_first(None, t0), None, "no table write: go");
         let ms = Duration::from_millis;
         assert_eq!(table_first(Some(t0), t0 + ms(10)), Some(t0 + TABLE_FIRST));

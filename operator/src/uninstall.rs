@@ -485,12 +485,9 @@ impl Uninstall<'_> {
                 if old == Some(&new) {
                     continue;
                 }
-                self.queue.push(StatusUpdate {
-                    key: ObjectKey::new(group.namespace().unwrap_or_default(), group.name_any()),
-                    status: Status::RecordGroup(new),
-                    events: Vec::new(),
-                    reference: group.object_ref(&()),
-                });
+                let key = ObjectKey::new(group.namespace().unwrap_or_default(), group.name_any());
+                let status = Status::RecordGroup(new);
+                self.queue.push(StatusUpdate::quiet(key, status));
                 marked += 1;
             }
             // In memory: looked at often.

@@ -397,12 +397,7 @@ async fn each_status_is_applied_to_its_kinds_resource() {
             ..Default::default()
         })),
     ] {
-        queue.push(StatusUpdate {
-            key: key.clone(),
-            status,
-            events: Vec::new(),
-            reference: Default::default(),
-        });
+        queue.push(StatusUpdate::quiet(key.clone(), status));
     }
     let (_leader_tx, leader) = tokio::sync::watch::channel(true);
     let (stop_tx, stop) = tokio::sync::watch::channel(false);

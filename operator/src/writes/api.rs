@@ -181,7 +181,10 @@ fn mirror_status_body(key: &ObjectKey, status: &ZonalShiftStatus) -> Result<Json
 /// Records a written status's Events (each within `timeout`); returns how many were.
 async fn record_events(recorder: &Recorder, update: &StatusUpdate, timeout: Duration) -> u64 {
     let mut recorded = 0;
-    for n in &update.events {
+    let Some(events) = update.events.as_deref() else {
+        return 0;
+    };
+    for n in &events.notices {
         let event = Event {
             type_: if n.warning {
                 EventType::Warning
@@ -191,9 +194,9 @@ async fn record_events(recorder: &Recorder, update: &StatusUpdate, timeout: Dura
             reason: n.reason.into(),
             note: Some(n.note.clone()),
             action: n.action.into(),
-            secondary: n.related.as_ref().map(|r| related(&update.reference, r)),
+            secondary: n.related.as_ref().map(|r| related(&events.about, r)),
         };
-        match tokio::time::timeout(timeout, recorder.publish(&event, &update.reference)).await {
+        match tokio::time::timeout(timeout, recorder.publish(&event, &events.about)).await {
             Ok(Ok(())) => recorded += 1,
             Ok(Err(e)) => tracing::debug!(error = %e, "event not recorded"),
             Err(_) => tracing::debug!("event not recorded in time"),

@@ -327,15 +327,11 @@ mod tests {
 
     /// The `n`th status of group `name` (told apart by its `servedGeneration`).
     fn update(name: &str, n: u64) -> StatusUpdate {
-        StatusUpdate {
-            key: ObjectKey::new("shop", name),
-            status: Status::RecordGroup(healthroute_api::RecordGroupStatus {
-                served_generation: Some(n),
-                ..Default::default()
-            }),
-            events: Vec::new(),
-            reference: ObjectReference::default(),
-        }
+        let status = Status::RecordGroup(healthroute_api::RecordGroupStatus {
+            served_generation: Some(n),
+            ..Default::default()
+        });
+        StatusUpdate::quiet(ObjectKey::new("shop", name), status)
     }
 
     fn status(write: Write) -> StatusUpdate {
@@ -346,7 +342,7 @@ mod tests {
     }
 
     fn n(write: Write) -> Option<u64> {
-        match status(write).status {
+        match status(write).status.as_ref() {
             Status::RecordGroup(s) => s.served_generation,
             _ => None,
         }
@@ -471,16 +467,23 @@ mod tests {
             note: String::new(),
             related: None,
         };
-        let with = |n: u64, reasons: &[&'static str]| StatusUpdate {
-            events: reasons.iter().map(|r| notice(r)).collect(),
-            ..update("a", n)
+        let with = |n: u64, reasons: &[&'static str]| {
+            let notices = reasons.iter().map(|r| notice(r)).collect();
+            let about = || ObjectReference {
+                resource_version: Some(n.to_string()),
+                ..Default::default()
+            };
+            let u = update("a", n);
+            StatusUpdate::new(u.key, u.status, notices, about)
         };
         let reasons = |u: &Write| {
-            status(u.clone())
+            let u = status(u.clone());
+            let about = u
                 .events
-                .iter()
-                .map(|e| e.reason)
-                .collect::<Vec<_>>()
+                .as_ref()
+                .and_then(|e| e.about.resource_version.clone());
+            let reasons = u.notices().iter().map(|e| e.reason).collect::<Vec<_>>();
+            (reasons, about)
         };
         let q = WriteQueue::default();
         let now = Instant::now();
@@ -488,7 +491,9 @@ mod tests {
         q.push(with(2, &[]));
         let sent = q.take_ready(now).expect("a");
         assert_eq!(n(sent.clone()), Some(2));
-        assert_eq!(reasons(&sent), ["AutoshiftStarted"]);
+        // A write without Events of its own carries the older one's, about its object.
+        let about = |rv: &str| Some(rv.to_string());
+        assert_eq!(reasons(&sent), (vec!["AutoshiftStarted"], about("1")));
         // The write fails while a newer status waits: both Events go with the newer one.
         q.push(with(3, &["AutoshiftEnded"]));
         q.finish(sent, &WriteOutcome::Retry, now);
@@ -496,6 +501,7 @@ mod tests {
             .take_ready(now + Duration::from_secs(1))
             .expect("after the backoff");
         assert_eq!(n(again.clone()), Some(3));
-        assert_eq!(reasons(&again), ["AutoshiftStarted", "AutoshiftEnded"]);
+        let both = vec!["AutoshiftStarted", "AutoshiftEnded"];
+        assert_eq!(reasons(&again), (both, about("3")));
     }
 }

@@ -90,8 +90,9 @@ pub struct Ledger {
 /// A status last handed to the writer.
 #[derive(Debug)]
 enum Sent {
-    /// Boxed: most of the map's entries are `Shown`, a pointer's size.
-    Own(Box<Status>),
+    /// Shared with the write that carries it (the queue holds no copy of its own); most of
+    /// the map's entries are `Shown`, a pointer's size.
+    Own(Arc<Status>),
     /// A RecordGroup's, once its object showed exactly it: the index's value, shared (at
     /// 10,000 groups a second copy of every status was the leader's largest extra).
     Shown(Arc<RecordGroupStatus>),
@@ -308,7 +309,9 @@ impl Ledger {
         };
         let old = self.last(key, g.status.as_deref());
         if let Some((status, events)) = group_status(index, key, publication, old, now) {
-            self.push(key, status, g.status.as_deref(), events, g.object_ref(key));
+            self.push(key, status, g.status.as_deref(), events, || {
+                g.object_ref(key)
+            });
             // A new term finds most statuses right: their copy goes at once.
             self.share_shown(&(StatusKind::RecordGroup, key.clone()), g.status.as_ref());
         }
@@ -334,13 +337,9 @@ impl Ledger {
         let old = self.last(key, c.status.as_ref());
         let evaluation = self.evaluations.get(key);
         if let Some(status) = check_status(index, key, evaluation, old, now) {
-            self.push(
-                key,
-                status,
-                c.status.as_ref(),
-                Vec::new(),
-                c.object_ref(&()),
-            );
+            self.push(key, status, c.status.as_ref(), Vec::new(), || {
+                c.object_ref(&())
+            });
         }
     }
 
@@ -350,7 +349,7 @@ impl Ledger {
         };
         let old = self.last(key, s.status.as_ref());
         if let Some((status, events)) = shift_status(index, key, old, now) {
-            self.push(key, status, s.status.as_ref(), events, s.object_ref(&()));
+            self.push(key, status, s.status.as_ref(), events, || s.object_ref(&()));
         }
     }
 
@@ -363,7 +362,7 @@ impl Ledger {
         let old = self.last(key, a.status.as_ref());
         let events = self.autoshift_events.remove(key).unwrap_or_default();
         if let Some(status) = autoshift_status(index, key, old, now) {
-            self.push(key, status, a.status.as_ref(), events, a.object_ref(&()));
+            self.push(key, status, a.status.as_ref(), events, || a.object_ref(&()));
         }
     }
 
@@ -384,7 +383,7 @@ impl Ledger {
         status: S,
         watched: Option<&S>,
         events: Vec<Notice>,
-        reference: ObjectReference,
+        about: impl FnOnce() -> ObjectReference,
     ) {
         let skey = (S::KIND, key.clone());
         let quiet = events.is_empty();
@@ -395,19 +394,15 @@ impl Ledger {
             Some(_) => {}
             None if quiet && watched.is_some_and(|w| status.shown_by(w)) => {
                 self.sent
-                    .insert(skey, Sent::Own(Box::new(status.into_status())));
+                    .insert(skey, Sent::Own(Arc::new(status.into_status())));
                 return;
             }
             None => {}
         }
-        let status = status.into_status();
-        self.sent.insert(skey, Sent::Own(Box::new(status.clone())));
-        self.queue.push(StatusUpdate {
-            key: key.clone(),
-            status,
-            events,
-            reference,
-        });
+        let status = Arc::new(status.into_status());
+        self.sent.insert(skey, Sent::Own(status.clone()));
+        self.queue
+            .push(StatusUpdate::new(key.clone(), status, events, about));
     }
 
     /// An object's watch event, once the index holds it: a status written before it is back

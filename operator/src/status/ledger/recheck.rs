@@ -12,10 +12,9 @@
 //! ```
 
 use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::ObjectReference;
-use kube::Resource;
 
 use super::of_index::{autoshift_status, check_status, group_status, shift_status};
 use super::{Ledger, Sent, api_time};
@@ -185,8 +184,8 @@ impl Ledger {
                     if ledger.awaiting.contains(key) {
                         return 0;
                     }
-                    let (watched, reference) = (g.status.as_deref(), g.object_ref(key));
-                    ledger.judge(key, watched, reference, settling, |ledger, old| {
+                    let watched = g.status.as_deref();
+                    ledger.judge(key, watched, settling, |ledger, old| {
                         let publication = ledger.published.publication(key, &table)?;
                         group_status(index, key, publication, old, now).map(|(s, _)| s)
                     })
@@ -194,24 +193,24 @@ impl Ledger {
             }
             StatusKind::HealthCheck => {
                 self.judge_range(&index.checks, after, judged, |ledger, key, c| {
-                    let (watched, reference) = (c.status.as_ref(), c.object_ref(&()));
-                    ledger.judge(key, watched, reference, settling, |ledger, old| {
+                    let watched = c.status.as_ref();
+                    ledger.judge(key, watched, settling, |ledger, old| {
                         check_status(index, key, ledger.evaluations.get(key), old, now)
                     })
                 })
             }
             StatusKind::ZonalShift => {
                 self.judge_range(&index.shifts, after, judged, |ledger, key, s| {
-                    let (watched, reference) = (s.status.as_ref(), s.object_ref(&()));
-                    ledger.judge(key, watched, reference, settling, |_, old| {
+                    let watched = s.status.as_ref();
+                    ledger.judge(key, watched, settling, |_, old| {
                         shift_status(index, key, old, now).map(|(s, _)| s)
                     })
                 })
             }
             StatusKind::ZonalAutoshift => {
                 self.judge_range(&index.autoshifts, after, judged, |ledger, key, a| {
-                    let (watched, reference) = (a.status.as_ref(), a.object_ref(&()));
-                    ledger.judge(key, watched, reference, settling, |_, old| {
+                    let watched = a.status.as_ref();
+                    ledger.judge(key, watched, settling, |_, old| {
                         autoshift_status(index, key, old, now)
                     })
                 })
@@ -247,14 +246,11 @@ impl Ledger {
         &mut self,
         key: &ObjectKey,
         watched: Option<&S>,
-        reference: ObjectReference,
         settling: &HashSet<WriteKey>,
         build: impl FnOnce(&Self, Option<S>) -> Option<S>,
     ) -> usize {
         let old = self.last(key, watched);
-        build(self, old).map_or(0, |status| {
-            self.repair(key, status, watched, reference, settling)
-        })
+        build(self, old).map_or(0, |status| self.repair(key, status, watched, settling))
     }
 
     /// Judges the objects of `map` after `after`, at most `left` of them (counted down);
@@ -292,7 +288,6 @@ impl Ledger {
         key: &ObjectKey,
         status: S,
         watched: Option<&S>,
-        reference: ObjectReference,
         settling: &HashSet<WriteKey>,
     ) -> usize {
         let skey = (S::KIND, key.clone());
@@ -304,14 +299,9 @@ impl Ledger {
             return 0;
         }
         tracing::debug!(kind = %S::KIND, object = %key, "status differs from what was written");
-        let status = status.into_status();
-        self.sent.insert(skey, Sent::Own(Box::new(status.clone())));
-        self.queue.push(StatusUpdate {
-            key: key.clone(),
-            status,
-            events: Vec::new(),
-            reference,
-        });
+        let status = Arc::new(status.into_status());
+        self.sent.insert(skey, Sent::Own(status.clone()));
+        self.queue.push(StatusUpdate::quiet(key.clone(), status));
         1
     }
 }

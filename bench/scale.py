@@ -876,6 +876,7 @@ def early_flips(rows, what, kube, ns, hr_ns, dns, n, rng, leader, t0, seconds, p
     rows.append((f"  the leader's status writes meanwhile / in its process so far; its backlog at {seconds:.0f} s",
                  f"{msum(m, key) - writes_before:.0f} / {msum(m, key):.0f}; "
                  f"{msum(m, 'healthroute_operator_status_backlog'):.0f}"))
+    keep_samples(what, both)
     log(f"flips after {what}: {fmt_ms(both)}")
 
 
@@ -1198,6 +1199,35 @@ class TcpTarget:
                 return
 
 
+# --samples: where each window's flip times go, with what ran (one JSON line a window).
+SAMPLES = {}
+
+
+def keep_samples(window, xs):
+    """Appends one window's flip times (ms) to --samples, if given, for --pool."""
+    if not SAMPLES.get("path"):
+        return
+    line = dict(SAMPLES["run"], window=re.sub(r" \(.*", "", window), ms=[round(x * 1000, 2) for x in xs])
+    with open(SAMPLES["path"], "a") as f:
+        f.write(json.dumps(line) + "\n")
+
+
+def pool(path):
+    """Prints every window's flips of the runs in `path` (--samples), pooled per operator build
+    and arguments: a p99 over three runs' 1,000 flips says more than any one run's 330."""
+    runs = {}
+    for line in open(path):
+        r = json.loads(line)
+        key = (r["operator"], r.get("operator_args") or "", r["window"])
+        runs.setdefault(key, []).append(r["ms"])
+    print("| operator, arguments | window | runs | flips | pooled p50 / p99 / max (ms) | each run's p99 (ms) |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for (op, extra, window), lists in sorted(runs.items(), key=lambda kv: (kv[0][2], kv[0][0], kv[0][1])):
+        xs = [x / 1000 for ms in lists for x in ms]
+        each = " / ".join(f"{pct([x / 1000 for x in ms], 99) * 1000:.0f}" for ms in lists if ms)
+        print(f"| {op} {extra} | {window} | {len(lists)} | {len(xs)} | {fmt_ms(xs)} | {each} |")
+
+
 def fmt_ms(xs):
     if not xs:
         return "n/a"
@@ -1235,6 +1265,9 @@ def main():
     p.add_argument("--reuse", action="store_true",
                    help="use the groups an earlier --keep run of this label left (the same --groups); what is missing is created")
     p.add_argument("--cleanup", action="store_true", help="only delete this label's namespaces and their objects")
+    p.add_argument("--samples", metavar="FILE", help="append each window's flip times (JSON lines) to FILE, for --pool")
+    p.add_argument("--pool", metavar="FILE", help="only print the windows of the runs in FILE (--samples), pooled per "
+                   "operator and arguments")
     p.add_argument("--load-only", action="store_true",
                    help="only load (or top up, with --reuse) this label's groups and keep them; a later --reuse run measures")
     p.add_argument("--clear-statuses", action="store_true",
@@ -1253,6 +1286,9 @@ def main():
     p.add_argument("--hold", type=float, default=0, metavar="SECONDS",
                    help="after the RSS is measured, keep every process running this long (pids printed) to inspect them")
     args = p.parse_args()
+    if args.pool:
+        pool(args.pool)
+        return
     if not args.kubeconfig:
         stand_in(args.groups, args.flips)
         return
@@ -1273,6 +1309,8 @@ def main():
         left = delete_namespaces(kube, [data_ns, hr_ns], 300)
         sys.exit(f"still deleting: {', '.join(left)}" if left else 0)
     op_bin, res_bin = binaries(args)
+    SAMPLES.update(path=args.samples, run={"label": args.label, "groups": args.groups, "operator": op_bin,
+                                           "operator_args": args.operator_args or ""})
     env = child_env(args.kubeconfig)
     procs = []
     rows = []
@@ -1443,6 +1481,7 @@ def main():
         steady_cpu_row = steady_cpu.row()
         after, etcd_after = leader.metrics(), scrape(args.etcd_metrics)
         loads.append(os.getloadavg()[0])
+        keep_samples("steady", both)
         rows.append((f"EndpointSlice flip → both resolvers answer ({len(both)} flips, {timeouts} over 30 s)", fmt_ms(both)))
         rows.append(("  of which the PATCH round trip", fmt_ms(rtt)))
         for what, xs in stages.items():

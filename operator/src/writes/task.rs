@@ -208,8 +208,15 @@ struct Progress {
 }
 
 impl Progress {
-    /// The line to log, if one is due, for `backlog` statuses waiting at `now`.
-    fn observe(&mut self, backlog: usize, qps: f64, now: Instant) -> Option<String> {
+    /// The line to log, if one is due, for `backlog` statuses waiting at `now`, written at
+    /// `qps` (a fifth of it while the table is `changing`).
+    fn observe(
+        &mut self,
+        backlog: usize,
+        qps: f64,
+        changing: bool,
+        now: Instant,
+    ) -> Option<String> {
         let Some((since, largest)) = self.since.as_mut() else {
             if backlog > 0 {
                 self.since = Some((now, backlog));
@@ -232,13 +239,16 @@ impl Progress {
             return None;
         }
         self.told = Some(now);
-        let left = if qps > 0.0 {
-            format!(
+        let left = match (qps > 0.0, changing) {
+            (false, _) => String::new(),
+            (true, false) => format!(
                 ", about {} s at {qps} a second",
                 (backlog as f64 / qps).ceil()
-            )
-        } else {
-            String::new()
+            ),
+            (true, true) => {
+                let slow = qps * CHANGING_SHARE;
+                format!(", {slow} a second while the table changes, {qps} once it is quiet",)
+            }
         };
         Some(format!(
             "statuses still to write: {backlog}{left}; answers do not wait for them"
@@ -301,7 +311,8 @@ pub async fn run(
             );
         }
         let statuses = set_backlogs(&metrics, &queue);
-        if let Some(line) = progress.observe(statuses, config.qps, Instant::now()) {
+        let now = Instant::now();
+        if let Some(line) = progress.observe(statuses, config.qps, tables.changing(now), now) {
             tracing::info!("{line}");
         }
         // Held by the pace or the table: the next token, or the table's write ended (a change
@@ -509,24 +520,33 @@ mod tests {
         let t0 = Instant::now();
         let at = |s: u64| t0 + Duration::from_secs(s);
         let mut short = Progress::default();
-        assert_eq!(short.observe(300, 100.0, at(0)), None);
-        assert_eq!(short.observe(0, 100.0, at(3)), None, "done before a line");
-        let mut long = Progress::default();
-        assert_eq!(long.observe(0, 100.0, at(0)), None);
-        assert_eq!(long.observe(10_000, 100.0, at(1)), None);
-        assert_eq!(long.observe(9_500, 100.0, at(10)), None);
+        assert_eq!(short.observe(300, 100.0, false, at(0)), None);
         assert_eq!(
-            long.observe(9_000, 100.0, at(11)).as_deref(),
+            short.observe(0, 100.0, false, at(3)),
+            None,
+            "done before a line"
+        );
+        let mut long = Progress::default();
+        assert_eq!(long.observe(0, 100.0, false, at(0)), None);
+        assert_eq!(long.observe(10_000, 100.0, false, at(1)), None);
+        assert_eq!(long.observe(9_500, 100.0, false, at(10)), None);
+        assert_eq!(
+            long.observe(9_000, 100.0, false, at(11)).as_deref(),
             Some(
                 "statuses still to write: 9000, about 90 s at 100 a second; answers do not wait for them"
             )
         );
-        assert_eq!(long.observe(8_000, 100.0, at(20)), None);
-        assert!(long.observe(7_000, 100.0, at(21)).is_some());
+        assert_eq!(long.observe(8_000, 100.0, false, at(20)), None);
         assert_eq!(
-            long.observe(0, 100.0, at(101)).as_deref(),
+            long.observe(7_000, 100.0, true, at(21)).as_deref(),
+            Some(
+                "statuses still to write: 7000, 20 a second while the table changes, 100 once it is quiet; answers do not wait for them"
+            )
+        );
+        assert_eq!(
+            long.observe(0, 100.0, false, at(101)).as_deref(),
             Some("statuses caught up: 10000 written in 100 s")
         );
-        assert_eq!(long.observe(0, 100.0, at(200)), None);
+        assert_eq!(long.observe(0, 100.0, false, at(200)), None);
     }
 }

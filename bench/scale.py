@@ -1467,7 +1467,11 @@ def main():
             steps.append(f"the leader logged its lead at {fmt_s(led - wall0)}")
         extra.append("the start, from the operators' start: " + "; ".join(steps)
                      + f"; every group answered by both resolvers at {fmt_s(t_all)}")
+        # Counted from every group answered, the start's flips (--early) included.
+        since_answered = time.monotonic() - (t0 + t_all)
         settled, writes, now_leading = settle(operators, args.settle_max)
+        if settled is not None:
+            settled += since_answered
         rows.append(("status writes stop (after all groups answered)",
                      f"{fmt_s(settled)} ({writes:.0f} writes)" if writes is not None else "n/a"))
         log(f"status settled after {fmt_s(settled)} ({writes} writes)")

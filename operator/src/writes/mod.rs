@@ -9,8 +9,10 @@
 //!  peers::PeerChecks (X4) ────────────┼─push(Write)──▶ WriteQueue: newest write per object
 //!  engine_shifts::EngineShifts (AS13) ┘                 │ (coalesced; a newer one waits while
 //!                                                       │  one is in flight)
-//!                                                       │ ready (FIFO) / delayed (backoff per
-//!                                                       ▼  object after a failure)
+//!                                                       │ ready: Peer checks and mirrors,
+//!                                                       │  then statuses (each FIFO) /
+//!                                                       │ delayed (backoff per object
+//!                                                       ▼  after a failure)
 //!  writer task (leader only): up to N writes in flight, each with a timeout
 //!       ok ──▶ a status's Events ──▶ next     failed ──▶ back in the queue after the object's
 //!                                                        backoff, unless a newer write replaced it

@@ -43,8 +43,11 @@ impl Backlog {
 #[derive(Default)]
 struct QueueState {
     pending: HashMap<WriteKey, Write>,
-    /// Keys to write, oldest first; a key may be stale (written or delayed since).
+    /// Keys to write, oldest first; a key may be stale (written or delayed since). Peer
+    /// checks and mirrors (`first`) go before statuses (`ready`): they are inputs of the
+    /// table, and a term's first statuses are a backlog of thousands.
     ready: VecDeque<WriteKey>,
+    first: VecDeque<WriteKey>,
     /// Keys waiting out a backoff, by when they may go again.
     delayed: BinaryHeap<Reverse<(Instant, u64, WriteKey)>>,
     delayed_until: HashMap<WriteKey, Instant>,
@@ -73,6 +76,14 @@ impl QueueState {
                 seq: self.seq,
                 ..Default::default()
             };
+        }
+    }
+
+    /// `key` may be sent: behind the others of its rank.
+    fn enqueue(&mut self, key: WriteKey) {
+        match key.0 {
+            WriteKind::Status(_) => self.ready.push_back(key),
+            WriteKind::PeerCheck | WriteKind::EngineShift => self.first.push_back(key),
         }
     }
 
@@ -130,7 +141,7 @@ impl WriteQueue {
         }
         let fresh = s.insert_pending(key.clone(), write);
         if fresh && !s.in_flight.contains(&key) && !s.delayed_until.contains_key(&key) {
-            s.ready.push_back(key);
+            s.enqueue(key);
         }
         drop(s);
         self.notify.notify_one();
@@ -201,10 +212,10 @@ impl WriteQueue {
             };
             if s.delayed_until.get(&key) == Some(&at) {
                 s.delayed_until.remove(&key);
-                s.ready.push_back(key);
+                s.enqueue(key);
             }
         }
-        while let Some(key) = s.ready.pop_front() {
+        while let Some(key) = s.first.pop_front().or_else(|| s.ready.pop_front()) {
             if s.in_flight.contains(&key) || s.delayed_until.contains_key(&key) {
                 continue;
             }
@@ -235,7 +246,7 @@ impl WriteQueue {
                     s.written.insert(key.clone());
                 }
                 if s.pending.contains_key(&key) {
-                    s.ready.push_back(key);
+                    s.enqueue(key);
                 }
                 s.shrink_when_idle();
             }
@@ -433,14 +444,15 @@ mod tests {
             q.backlog_of(WriteKind::Status(crate::status::StatusKind::HealthCheck)),
             1
         );
-        let status_a = q.take_ready(now).expect("a's status");
         let peer_a = q.take_ready(now).expect("a's check");
         assert!(matches!(peer_a, Write::PeerCheck(_)), "{peer_a:?}");
         q.finish(peer_a, &WriteOutcome::Retry, now);
-        q.finish(status_a, &WriteOutcome::Written, now);
         let peer_b = q.take_ready(now).expect("b's check goes, a's waits");
         assert_eq!(name(&peer_b), "b");
         q.finish(peer_b, &WriteOutcome::Written, now);
+        let status_a = q.take_ready(now).expect("a's status");
+        assert!(matches!(status_a, Write::Status(_)), "{status_a:?}");
+        q.finish(status_a, &WriteOutcome::Written, now);
         assert!(
             q.take_ready(now).is_none(),
             "a's check waits out its backoff"
@@ -453,6 +465,33 @@ mod tests {
         q.finish(again, &WriteOutcome::Written, now);
         assert_eq!(q.backlog(), 0);
         assert_eq!(q.take_written().len(), 3, "a's status, a's and b's checks");
+    }
+
+    // SEM-P7 SEM-X4: a Peer check (an input of the table) goes before the statuses waiting,
+    // however many: a term's first statuses do not hold it back; a retried one too, once its
+    // backoff is over.
+    #[test]
+    fn peer_checks_go_before_the_statuses_waiting() {
+        let q = WriteQueue::default();
+        let now = Instant::now();
+        for i in 0..100 {
+            q.push(update(&format!("g{i}"), 1));
+        }
+        let check = PeerWrite::Delete {
+            key: ObjectKey::new("shop", "peer"),
+            uid: None,
+        };
+        q.push(check.clone());
+        let first = q.take_ready(now).expect("a write");
+        assert_eq!(first, Write::PeerCheck(check.clone()));
+        q.finish(first, &WriteOutcome::Retry, now);
+        let next = q
+            .take_ready(now)
+            .expect("a status, while the check backs off");
+        assert_eq!(name(&next), "g0");
+        let later = now + Duration::from_millis(250);
+        assert_eq!(q.take_ready(later), Some(Write::PeerCheck(check)));
+        assert_eq!(name(&q.take_ready(later).expect("a status")), "g1");
     }
 
     // SEM-P7 SEM-AS11: a newer status of an object replaces the one not yet sent, but not its

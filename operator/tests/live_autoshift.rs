@@ -460,8 +460,13 @@ async fn live_zonal_autoshift_and_a_practice_run() {
     {
         println!("kubectl get zs:\n{}", String::from_utf8_lossy(&out.stdout));
     }
+    // Its own status is another write of the leader's, after or before the mirror's.
+    wait_until("the customer shift's status", WITHIN, || async {
+        let customer = zonal_shift(&client, &ns, "drain-a").await;
+        customer["status"]["type"] == "Customer"
+    })
+    .await;
     let customer = zonal_shift(&client, &ns, "drain-a").await;
-    assert_eq!(customer["status"]["type"], "Customer");
     assert_eq!(customer["status"]["appliedGroups"], "3/3", "{customer:#}");
     shifts
         .delete("drain-a", &DeleteParams::default())
@@ -500,9 +505,12 @@ async fn live_zonal_autoshift_and_a_practice_run() {
         back >= HOLD,
         "back after {back:?}, before the hold time {HOLD:?}"
     );
-    let st = autoshift_status(&client, &ns).await;
-    assert!(st["activeZone"].is_null(), "{st:#}");
-    assert_eq!(condition(&st, "Autoshift")["status"], "False");
+    // Its status follows the table (P7: written after, at the writer's pace).
+    wait_until("the autoshift's status says it ended", WITHIN, || async {
+        let st = autoshift_status(&client, &ns).await;
+        st["activeZone"].is_null() && condition(&st, "Autoshift")["status"] == "False"
+    })
+    .await;
     wait_until("the autoshift's ZonalShift gone", WITHIN, || async {
         zonal_shift(&client, &ns, "frontend-autoshift")
             .await
@@ -521,10 +529,11 @@ async fn live_zonal_autoshift_and_a_practice_run() {
             zones_answered(&client, &world).await == [0, 2].into()
         })
         .await;
-        assert_eq!(
-            autoshift_status(&client, &ns).await["activeZone"],
-            world.zones[1].as_str()
-        );
+        // Its status follows the table (P7: written after, at the writer's pace).
+        wait_until("the autoshift's status names zone-b", WITHIN, || async {
+            autoshift_status(&client, &ns).await["activeZone"] == world.zones[1].as_str()
+        })
+        .await;
         for n in 0..2 {
             set_node_ready(&client, &world.node(1, n), true).await;
         }
@@ -560,8 +569,12 @@ async fn live_zonal_autoshift_and_a_practice_run() {
         zones_answered(&client, &world).await == [0, 1].into()
     })
     .await;
+    // Its status follows the table (P7: written after, at the writer's pace).
+    wait_until("the practice run in the status", WITHIN, || async {
+        autoshift_status(&client, &ns).await["practiceRun"]["zone"] == world.zones[2].as_str()
+    })
+    .await;
     let st = autoshift_status(&client, &ns).await;
-    assert_eq!(st["practiceRun"]["zone"], world.zones[2].as_str(), "{st:#}");
     assert_eq!(st["lastRequest"], "start:live-1");
     assert_eq!(st["shifts"][0]["status"]["type"], "PracticeRun");
     wait_until("the practice run as a ZonalShift", WITHIN, || async {

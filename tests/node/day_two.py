@@ -780,7 +780,9 @@ def main():
                 figure(f"{name}: phase", f"failed: {e}", "completes", False)
     finally:
         if not args.keep:
-            kubectl("delete", "namespace", APP, "--wait=false", check=False)
+            # The release's namespace too: Helm never deletes one, and the test made it.
+            for ns in (APP, NS):
+                kubectl("delete", "namespace", ns, "--wait=false", check=False)
     print("\n--- summary")
     for name, value, goal, ok in RESULTS:
         print(f"{'ok    ' if ok else 'MISSED'}  {name}: {value}  (goal: {goal})")

@@ -9,8 +9,8 @@
 //!  peers::PeerChecks (X4) ────────────┼─push(Write)──▶ WriteQueue: newest write per object
 //!  engine_shifts::EngineShifts (AS13) ┘                 │ (coalesced; a newer one waits while
 //!                                                       │  one is in flight)
-//!                                                       │ ready: Peer checks and mirrors,
-//!                                                       │  then statuses (each FIFO) /
+//!                                                       │ ready: Peer checks, then the
+//!                                                       │  rest (each FIFO) /
 //!                                                       │ delayed (backoff per object
 //!                                                       ▼  after a failure)
 //!  writer task (leader only): up to N writes in flight, each with a timeout

@@ -44,8 +44,8 @@ impl Backlog {
 struct QueueState {
     pending: HashMap<WriteKey, Write>,
     /// Keys to write, oldest first; a key may be stale (written or delayed since). Peer
-    /// checks and mirrors (`first`) go before statuses (`ready`): they are inputs of the
-    /// table, and a term's first statuses are a backlog of thousands.
+    /// checks (`first`) go before the others (`ready`): they are inputs of the table (X4),
+    /// and a term's first statuses are a backlog of thousands.
     ready: VecDeque<WriteKey>,
     first: VecDeque<WriteKey>,
     /// Keys waiting out a backoff, by when they may go again.
@@ -82,8 +82,8 @@ impl QueueState {
     /// `key` may be sent: behind the others of its rank.
     fn enqueue(&mut self, key: WriteKey) {
         match key.0 {
-            WriteKind::Status(_) => self.ready.push_back(key),
-            WriteKind::PeerCheck | WriteKind::EngineShift => self.first.push_back(key),
+            WriteKind::PeerCheck => self.first.push_back(key),
+            WriteKind::Status(_) | WriteKind::EngineShift => self.ready.push_back(key),
         }
     }
 

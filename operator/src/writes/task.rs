@@ -13,8 +13,7 @@
 //! this task (P7); a status write does not start while one of them is under way
 //! ([`TableWrites`]), for at most [`TABLE_FIRST`], and while they follow each other (one in
 //! the last [`CHANGING`]) the writer keeps to [`CHANGING_SHARE`] of its pace, one write at a
-//! time: at 50 a second the flips made during a first start's statuses answered with a p99 of
-//! 81-86 ms, at 10 a second in 33 ms, as in steady state.
+//! time.
 
 use std::time::Duration;
 
@@ -77,11 +76,11 @@ pub const TABLE_FIRST: Duration = Duration::from_secs(1);
 pub const CHANGING: Duration = Duration::from_secs(2);
 
 /// The writer's share of its pace while the table is changing. A status write costs the API
-/// server about as much as the table's write of a change (5 ms of CPU here): at 50 a second,
-/// a first start's statuses took a quarter of a core of this machine's two and the flips made
-/// meanwhile answered with a p99 of 81-86 ms, against 32-38 ms in steady state; at 10 a second
-/// the same flips answered in 33 ms (#44, docs/benchmarks.md). A status backlog drains at the
-/// whole pace once the table is quiet for [`CHANGING`].
+/// server about as much as the table's write of a change (5 ms of CPU here): at 50 a second a
+/// 10,000-group first start's statuses took a quarter of this machine's two cores, and the
+/// EndpointSlice flips made meanwhile answered with a p99 of 86 ms against 47 ms in steady
+/// state; at a fifth of it, in 33 ms (three runs' flips pooled; #44, docs/benchmarks.md). A
+/// status backlog drains at the whole pace once the table is quiet for [`CHANGING`].
 pub const CHANGING_SHARE: f64 = 0.2;
 
 /// What the publisher does, as the writer sees it.
@@ -247,7 +246,7 @@ impl Progress {
             ),
             (true, true) => {
                 let slow = qps * CHANGING_SHARE;
-                format!(", {slow} a second while the table changes, {qps} once it is quiet",)
+                format!(", {slow} a second while the table changes, {qps} once it is quiet")
             }
         };
         Some(format!(
@@ -282,15 +281,15 @@ pub async fn run(
     let mut progress = Progress::default();
     loop {
         let is_leader = *leader.borrow_and_update();
-        let tables = *table.borrow_and_update();
+        let publishing = *table.borrow_and_update();
         let mut paced = None;
         while is_leader && in_flight.len() < config.concurrency.max(1) {
             let now = Instant::now();
-            if let Some(until) = tables.first(now) {
+            if let Some(until) = publishing.first(now) {
                 paced = Some(until);
                 break;
             }
-            if let Some(at) = pace.wait(now, tables.changing(now)) {
+            if let Some(at) = pace.wait(now, publishing.changing(now)) {
                 paced = Some(at);
                 break;
             }
@@ -312,7 +311,7 @@ pub async fn run(
         }
         let statuses = set_backlogs(&metrics, &queue);
         let now = Instant::now();
-        if let Some(line) = progress.observe(statuses, config.qps, tables.changing(now), now) {
+        if let Some(line) = progress.observe(statuses, config.qps, publishing.changing(now), now) {
             tracing::info!("{line}");
         }
         // Held by the pace or the table: the next token, or the table's write ended (a change

@@ -1223,8 +1223,9 @@ def pool(path):
     print("| operator, arguments | window | runs | flips | pooled p50 / p99 / max (ms) | each run's p99 (ms) |")
     print("| --- | --- | --- | --- | --- | --- |")
     for (op, extra, window), lists in sorted(runs.items(), key=lambda kv: (kv[0][2], kv[0][0], kv[0][1])):
-        xs = [x / 1000 for ms in lists for x in ms]
-        each = " / ".join(f"{pct([x / 1000 for x in ms], 99) * 1000:.0f}" for ms in lists if ms)
+        runs_s = [[x / 1000 for x in ms] for ms in lists if ms]
+        xs = [x for run in runs_s for x in run]
+        each = " / ".join(f"{pct(run, 99) * 1000:.0f}" for run in runs_s)
         print(f"| {op} {extra} | {window} | {len(lists)} | {len(xs)} | {fmt_ms(xs)} | {each} |")
 
 
@@ -1245,7 +1246,7 @@ def mib(x):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--groups", type=int, required=True)
+    p.add_argument("--groups", type=int, help="RecordGroups to load and serve (required but with --pool)")
     p.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"))
     p.add_argument("--flips", type=int, default=50)
     p.add_argument("--operator", help="operator binary (default target/release/healthroute-operator)")
@@ -1289,6 +1290,8 @@ def main():
     if args.pool:
         pool(args.pool)
         return
+    if not args.groups:
+        p.error("--groups is required")
     if not args.kubeconfig:
         stand_in(args.groups, args.flips)
         return

@@ -83,6 +83,11 @@ pub const CHANGING: Duration = Duration::from_secs(2);
 /// status backlog drains at the whole pace once the table is quiet for [`CHANGING`].
 pub const CHANGING_SHARE: f64 = 0.2;
 
+/// The writer's pace while the table is changing, for a pace of `qps`.
+fn changing_qps(qps: f64) -> f64 {
+    qps * CHANGING_SHARE
+}
+
 /// What the publisher does, as the writer sees it.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 struct Table {
@@ -169,7 +174,7 @@ impl Pace {
             return None;
         }
         let (qps, burst) = if changing {
-            (self.qps * CHANGING_SHARE, 1.0)
+            (changing_qps(self.qps), 1.0)
         } else {
             (self.qps, self.burst)
         };
@@ -245,7 +250,7 @@ impl Progress {
                 (backlog as f64 / qps).ceil()
             ),
             (true, true) => {
-                let slow = qps * CHANGING_SHARE;
+                let slow = changing_qps(qps);
                 format!(", {slow} a second while the table changes, {qps} once it is quiet")
             }
         };

@@ -184,8 +184,7 @@ impl Ledger {
                     if ledger.awaiting.contains(key) {
                         return 0;
                     }
-                    let watched = g.status.as_deref();
-                    ledger.judge(key, watched, settling, |ledger, old| {
+                    ledger.judge(key, g.status.as_deref(), settling, |ledger, old| {
                         let publication = ledger.published.publication(key, &table)?;
                         group_status(index, key, publication, old, now).map(|(s, _)| s)
                     })
@@ -193,24 +192,21 @@ impl Ledger {
             }
             StatusKind::HealthCheck => {
                 self.judge_range(&index.checks, after, judged, |ledger, key, c| {
-                    let watched = c.status.as_ref();
-                    ledger.judge(key, watched, settling, |ledger, old| {
+                    ledger.judge(key, c.status.as_ref(), settling, |ledger, old| {
                         check_status(index, key, ledger.evaluations.get(key), old, now)
                     })
                 })
             }
             StatusKind::ZonalShift => {
                 self.judge_range(&index.shifts, after, judged, |ledger, key, s| {
-                    let watched = s.status.as_ref();
-                    ledger.judge(key, watched, settling, |_, old| {
+                    ledger.judge(key, s.status.as_ref(), settling, |_, old| {
                         shift_status(index, key, old, now).map(|(s, _)| s)
                     })
                 })
             }
             StatusKind::ZonalAutoshift => {
                 self.judge_range(&index.autoshifts, after, judged, |ledger, key, a| {
-                    let watched = a.status.as_ref();
-                    ledger.judge(key, watched, settling, |_, old| {
+                    ledger.judge(key, a.status.as_ref(), settling, |_, old| {
                         autoshift_status(index, key, old, now)
                     })
                 })

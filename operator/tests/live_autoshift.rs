@@ -2,7 +2,7 @@
 //! control loop, in this process, over three frontend groups whose Services' endpoints are
 //! Pods on Nodes in three zones. Zone names are this run's own (`as<pid>-a` ...), so that
 //! other tests' Nodes never count in its detection, and everything lives in a namespace
-//! `hr-autoshift-live-<pid>`, deleted at the end with the Pods and Nodes.
+//! `hr-autoshift-live-<pid>`, deleted at the end with the Pods and Nodes, a failed step or not.
 //!
 //!   HEALTHROUTE_TEST_KUBECONFIG=~/.kube/config cargo test -p healthroute-operator --test live_autoshift -- --include-ignored --nocapture
 //!
@@ -53,12 +53,20 @@ fn apply() -> PatchParams {
 }
 
 /// This run's zones, nodes and pod addresses.
+#[derive(Clone)]
 struct World {
     ns: String,
     zones: [String; 3],
 }
 
 impl World {
+    fn of_this_run() -> Self {
+        let pid = std::process::id();
+        World {
+            ns: format!("hr-autoshift-live-{pid}"),
+            zones: ["a", "b", "c"].map(|z| format!("as{pid}-{z}")),
+        }
+    }
     fn node(&self, zone: usize, n: usize) -> String {
         format!("{}-{n}", self.zones[zone])
     }
@@ -220,12 +228,7 @@ async fn zonal_shift(client: &Client, ns: &str, name: &str) -> Json {
     }
 }
 
-async fn setup(client: &Client) -> World {
-    let pid = std::process::id();
-    let world = World {
-        ns: format!("hr-autoshift-live-{pid}"),
-        zones: ["a", "b", "c"].map(|z| format!("as{pid}-{z}")),
-    };
+async fn setup(client: &Client, world: &World) {
     for crd in [
         HealthCheck::crd(),
         RecordGroup::crd(),
@@ -292,7 +295,6 @@ async fn setup(client: &Client) -> World {
             set_pod_ready(&pods, g, z, true).await;
         }
     }
-    world
 }
 
 async fn teardown(client: &Client, world: &World) {
@@ -332,7 +334,18 @@ async fn teardown(client: &Client, world: &World) {
 #[ignore = "needs a live API server (HEALTHROUTE_TEST_KUBECONFIG), run with --include-ignored"]
 async fn live_zonal_autoshift_and_a_practice_run() {
     let client = client().await;
-    let world = setup(&client).await;
+    let world = World::of_this_run();
+    // The scenario is a task of its own, so that a failed step is its result: the Nodes and
+    // the namespace it made are deleted all the same, and then the failure is the test's.
+    let scenario = tokio::spawn(set_up_and_shift(client.clone(), world.clone())).await;
+    teardown(&client, &world).await;
+    if let Err(failed) = scenario {
+        std::panic::resume_unwind(failed.into_panic());
+    }
+}
+
+async fn set_up_and_shift(client: Client, world: World) {
+    setup(&client, &world).await;
     let ns = world.ns.clone();
 
     let (_leader_tx, leader) = tokio::sync::watch::channel(true);
@@ -622,5 +635,4 @@ async fn live_zonal_autoshift_and_a_practice_run() {
 
     let _ = stop_tx.send(true);
     let _ = tokio::time::timeout(Duration::from_secs(10), control).await;
-    teardown(&client, &world).await;
 }

@@ -754,6 +754,50 @@ def fmt_bound(seconds):
     return "over 8 s" if seconds == float("inf") else f"≤ {seconds * 1000:g} ms"
 
 
+def apiserver_metrics(kube):
+    """The API server's own /metrics, parsed; {} when it will not say."""
+    try:
+        return parse_exposition(kube.call("GET", "/metrics", tries=2, timeout=10)[1].decode())
+    except (ApiError, UnicodeDecodeError, AttributeError):
+        return {}
+
+
+def labels_of(series):
+    return dict(re.findall(r'(\w+)="([^"]*)"', series.partition("{")[2]))
+
+
+def apiserver_load(before, after, top=6):
+    """What the API server served between two scrapes of its /metrics, as two row values: the
+    requests by verb and resource (and which system client, where it says) with the seconds
+    they took, busiest first; and the watch events it sent by resource, with their bytes."""
+    def by(family, key):
+        out = {}
+        for k, v in after.items():
+            if k.startswith(family + "{"):
+                d = v - before.get(k, 0.0)
+                if d > 0:
+                    out[key(labels_of(k))] = out.get(key(labels_of(k)), 0.0) + d
+        return out
+
+    def request(lb):
+        what = lb.get("resource") or lb.get("subresource", "")
+        if lb.get("resource") and lb.get("subresource"):
+            what += "/" + lb["subresource"]
+        who = lb.get("system_client")
+        return f"{lb.get('verb', '?')} {what}" + (f" ({who})" if who else "")
+    # A watch's duration is its whole life: what it costs shows in the events it sent.
+    count = {r: c for r, c in by("apiserver_request_total", request).items()
+             if not r.startswith(("WATCH", "CONNECT"))}
+    took = by("apiserver_request_duration_seconds_sum", request)
+    busiest = sorted(count, key=lambda r: (-took.get(r, 0.0), -count[r]))[:top]
+    requests = "; ".join(f"{r} {count[r]:.0f} ({took.get(r, 0.0):.1f} s)" for r in busiest) or "n/a"
+    events = by("apiserver_watch_events_total", lambda lb: lb.get("resource") or lb.get("kind", "?"))
+    sizes = by("apiserver_watch_events_sizes_sum", lambda lb: lb.get("resource") or lb.get("kind", "?"))
+    loudest = sorted(events, key=lambda r: -sizes.get(r, 0.0))[:top]
+    watched = "; ".join(f"{r} {events[r]:.0f} ({sizes.get(r, 0.0) / 2**20:.1f} MiB)" for r in loudest) or "n/a"
+    return requests, watched
+
+
 def msum(metrics, name):
     """The sum of every series of one metric family."""
     return sum(v for k, v in metrics.items() if k == name or k.startswith(name + "{"))
@@ -850,17 +894,21 @@ def settle(operators, max_s, quiet=10):
     return None, (last or (None,))[0], None
 
 
-def early_flips(rows, what, kube, ns, hr_ns, dns, n, rng, leader, t0, seconds, pids=None):
+def early_flips(rows, what, kube, ns, hr_ns, dns, n, rng, leader, t0, seconds, pids=None, etcd_url=None):
     """Flips from now until `seconds` after `t0` (a start, a takeover), while the new leader's
     statuses are still being written; a row of their times and one of the leader's status writes
     over the same span (issue #44)."""
     key = "healthroute_operator_status_writes_total"
-    writes_before = msum(leader.metrics(), key)
+    m_before = leader.metrics()
+    writes_before = msum(m_before, key)
     started = time.monotonic() - t0
     cpu = CpuShare(pids or {})
-    sent = []
-    both, _, timeouts, stages = flips(kube, ns, hr_ns, dns, n, 0, rng, until=t0 + seconds, sent=sent)
+    api_before = apiserver_metrics(kube)
+    etcd_before = scrape(etcd_url) if etcd_url else {}
+    sent, each = [], []
+    both, _, timeouts, stages = flips(kube, ns, hr_ns, dns, n, 0, rng, until=t0 + seconds, sent=sent, each=each)
     m = leader.metrics()
+    api = api_rows(api_before, apiserver_metrics(kube))
     rows.append((f"EndpointSlice flip → both answer, {started:.1f}-{seconds:.0f} s after {what} "
                  f"({len(both)} flips, {timeouts} over 30 s)", fmt_ms(both)))
     # When in the window the slow ones were: the start's own lists and first table, or later.
@@ -873,11 +921,60 @@ def early_flips(rows, what, kube, ns, hr_ns, dns, n, rng, leader, t0, seconds, p
             rows.append((f"  {stage} ({len(stages[stage])} flips)", fmt_ms(stages[stage])))
     if cpu.pids:
         rows.append((f"  CPU seconds a second meanwhile ({os.cpu_count()} CPUs in all)", cpu.row()))
+    rows.extend(api)
+    if etcd_url:
+        rows.append(compactions(etcd_before, scrape(etcd_url), time.time() - (time.monotonic() - t0)))
+    rows.append(("  the slowest flips: sent at (after it), both answered in (patch → slice event, "
+                 "→ table event, → both answer)", slowest(each, t0)))
+    rows.append(("  the leader's table writes meanwhile: deltas, folds, shards (MiB)",
+                 ", ".join(f"{msum(m, f) - msum(m_before, f):.0f}" for f in (
+                     "healthroute_operator_table_deltas_written_total",
+                     "healthroute_operator_table_folds_total",
+                     "healthroute_operator_shards_written_total"))
+                 + f" ({(msum(m, 'healthroute_operator_table_bytes_written_total') - msum(m_before, 'healthroute_operator_table_bytes_written_total')) / 2**20:.1f})"))
     rows.append((f"  the leader's status writes meanwhile / in its process so far; its backlog at {seconds:.0f} s",
                  f"{msum(m, key) - writes_before:.0f} / {msum(m, key):.0f}; "
                  f"{msum(m, 'healthroute_operator_status_backlog'):.0f}"))
     keep_samples(what, both)
     log(f"flips after {what}: {fmt_ms(both)}")
+
+
+def compactions(before, after, origin_wall):
+    """A row: whether etcd compacted its history between two scrapes of its metrics (the API
+    server asks for it every 5 minutes; over a big database it takes seconds, and requests
+    meanwhile wait), and when the last one ended, after `origin_wall` (a time.time())."""
+    family = "etcd_debugging_mvcc_db_compaction_total_duration_milliseconds"
+    count = after.get(family + "_count", 0.0) - before.get(family + "_count", 0.0)
+    took = after.get(family + "_sum", 0.0) - before.get(family + "_sum", 0.0)
+    last = after.get("etcd_debugging_mvcc_db_compaction_last")
+    what = "  etcd compactions of its history meanwhile: how many, their time, when the last ended"
+    if not after:
+        return what, "n/a (no etcd metrics)"
+    if count <= 0:
+        return what, "none"
+    return what, f"{count:.0f}, {took / 1000:.1f} s, at {last - origin_wall:.1f} s" if last else f"{count:.0f}, {took / 1000:.1f} s"
+
+
+def slowest(each, origin, top=5):
+    """The `top` slowest of `flips(each=...)`, each as when it was sent after `origin` and how
+    long it took, split where this script's watches saw it."""
+    def ms(a, b):
+        return f"{(b - a) * 1000:.0f}" if a is not None and b is not None else "?"
+    out = []
+    for t0, done, t1, t2 in sorted(each, key=lambda f: f[0] - f[1])[:top]:
+        # A table event after the answer (pushed deltas) is no stage of this flip.
+        t2 = t2 if t2 is not None and t2 <= done else None
+        out.append(f"{t0 - origin:.1f} s: {(done - t0) * 1000:.0f} ms ({ms(t0, t1)}, {ms(t1, t2)}, {ms(t2, done)})")
+    return "; ".join(out) or "n/a"
+
+
+def api_rows(before, after):
+    """A window's API server load as report rows (none when its metrics were not readable)."""
+    if not before or not after:
+        return []
+    requests, watched = apiserver_load(before, after)
+    return [("  the API server's busiest requests meanwhile (watches aside): count (seconds serving them)", requests),
+            ("  the watch events it sent meanwhile, by resource: count (bytes)", watched)]
 
 
 def lease_holder(kube, ns):
@@ -925,13 +1022,14 @@ def delta_lag(watch, resolvers):
     return lags
 
 
-def flips(kube, ns, hr_ns, resolvers, n, k, rng, servers=(), until=None, sent=None):
+def flips(kube, ns, hr_ns, resolvers, n, k, rng, servers=(), until=None, sent=None, each=None):
     """K EndpointSlice flips (or, with `until`, as many as fit before that monotonic time):
     (both-answered times, patch round trips, timeouts, stages), in seconds. `stages` splits each flip where this script's own watches saw it: the patched
     slice's event (as the operator sees it), then the next table ConfigMap event in `hr_ns` (the
     operator's delta, as the resolvers see it), then both resolvers answering. With `sent` (a
     list), the monotonic time each answered flip was sent is appended to it, in the order of
-    the both-answered times."""
+    the both-answered times; with `each` (a list), every answered flip as (sent, both answered,
+    slice event, table event), monotonic times, the events None where not seen."""
     pool = [i for i in range(n) if kind_of(i, n) == "simple-svc"]
     both, patch_rtt, timeouts = [], [], 0
     stages = {"patch → slice event": [], "slice event → both answer": [], "slice event → table event": [],
@@ -969,6 +1067,8 @@ def flips(kube, ns, hr_ns, resolvers, n, k, rng, servers=(), until=None, sent=No
             while t1 is not None and t2 is None and time.monotonic() < wait_until:
                 time.sleep(0.002)
                 t2 = tables.first(t1)
+            if each is not None:
+                each.append((t0, done, t1, t2))
             if t1 is not None:
                 stages["patch → slice event"].append(t1 - t0)
                 stages["slice event → both answer"].append(done - t1)
@@ -1458,7 +1558,8 @@ def main():
         if args.early:
             what, origin = (("every group answered", t0 + t_all) if args.early_from_answered
                              else ("the operators' start", t0))
-            early_flips(rows, what, kube, data_ns, hr_ns, dns, n, rng, leader, origin, args.early, pids_now())
+            early_flips(rows, what, kube, data_ns, hr_ns, dns, n, rng, leader, origin, args.early, pids_now(),
+                        args.etcd_metrics)
         extra.append(f"leader up to every group answered: {msum(m, 'healthroute_operator_compile_seconds_total'):.2f} s compiling, "
                      f"{msum(m, 'healthroute_operator_publish_seconds_total'):.2f} s publishing "
                      f"({msum(m, 'healthroute_operator_compiles_total'):.0f} compiles, "
@@ -1484,8 +1585,11 @@ def main():
         loads.append(os.getloadavg()[0])
         before, etcd_before = leader.metrics(), scrape(args.etcd_metrics)
         steady_cpu = CpuShare(pids_now())
+        api_before = apiserver_metrics(kube)
+        wall_steady = time.time()
         both, rtt, timeouts, stages = flips(kube, data_ns, hr_ns, dns, n, args.flips, rng, resolvers)
         steady_cpu_row = steady_cpu.row()
+        steady_api = api_rows(api_before, apiserver_metrics(kube))
         after, etcd_after = leader.metrics(), scrape(args.etcd_metrics)
         loads.append(os.getloadavg()[0])
         keep_samples("steady", both)
@@ -1495,6 +1599,8 @@ def main():
             if xs:
                 rows.append((f"  {what} ({len(xs)} flips)", fmt_ms(xs)))
         rows.append((f"  CPU seconds a second meanwhile ({os.cpu_count()} CPUs in all)", steady_cpu_row))
+        rows.extend(steady_api)
+        rows.append(compactions(etcd_before, etcd_after, wall_steady))
         # Each flip is two etcd commits in a row (the PATCH, then the operator's delta), and
         # a commit waits for etcd's WAL fsync: the floor this machine's disk sets.
         for what, family in (("WAL fsync", "etcd_disk_wal_fsync_duration_seconds"),
@@ -1567,7 +1673,7 @@ def main():
             if args.early:
                 early_flips(rows, "the takeover (the SIGKILL)", kube, data_ns, hr_ns, dns, n, rng, standby, t0,
                             args.early, {("new leader" if k == "standby" else k): v
-                                         for k, v in pids_now().items() if k != "leader"})
+                                         for k, v in pids_now().items() if k != "leader"}, args.etcd_metrics)
             # Back as the standby; what follows starts once it has listed everything.
             leader.start()
             ready = leader.wait_ready(args.start_timeout)

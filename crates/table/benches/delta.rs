@@ -1,6 +1,7 @@
 //! What one change costs the published table, at 10 to 100,000 groups: the bytes a full
 //! shard rewrite and a delta write, and the reader's time to take a delta in (decode, apply,
-//! the table handed on) beside a full re-assembly. Prints figures; asserts nothing (machines
+//! the table handed on) beside a full re-assembly, and a new term's manifest on the same
+//! shards with its catch-up delta (P11). Prints figures; asserts nothing (machines
 //! here are shared: compare within one run).
 //!
 //! Run: `cargo bench -p healthroute-table --bench delta`
@@ -10,7 +11,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use healthroute_table::published::{self, Assembler, Delta, Encoder};
+use healthroute_table::published::{self, Assembler, Delta, Encoder, Manifest};
 use healthroute_table::{
     Answer, CompiledGroup, GroupKey, RecordType, RoutingTable, Selection, Target, Value,
 };
@@ -58,9 +59,9 @@ fn median(mut v: Vec<Duration>) -> Duration {
 
 fn main() {
     println!(
-        "| groups | shards | shard rewritten (bytes) | delta (bytes) | writer: full encode | reader: full assembly | reader: one delta | ratio |"
+        "| groups | shards | shard rewritten (bytes) | delta (bytes) | writer: full encode | reader: full assembly | reader: one delta | ratio | reader: a new term on the same shards, 50 changes since |"
     );
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     for n in [10, 1_000, 10_000, 100_000] {
         let t1 = table(n);
         // A new term's publisher encodes the whole table with nothing cached.
@@ -124,13 +125,43 @@ fn main() {
             served = next;
         }
         let one = median(times);
+
+        // A new term: the same shards under a new manifest, with the 50 changes since them
+        // as its catch-up delta.
+        let next_term = Manifest {
+            generation: served.generation + 1,
+            ..enc.manifest.clone()
+        };
+        let next_manifest = serde_json::to_vec(&next_term).expect("json");
+        let (groups, removed): (BTreeMap<_, _>, Vec<_>) =
+            published::diff(&t1.groups, &served.groups);
+        let catch_up = serde_json::to_vec(&Delta {
+            base: next_term.generation,
+            base_hash: published::content_hash(&next_manifest),
+            previous: next_term.generation,
+            generation: next_term.generation + 1,
+            groups,
+            removed,
+        })
+        .expect("json");
+        let started = Instant::now();
+        reader.set_manifest(&next_manifest).expect("manifest");
+        reader.set_delta(&catch_up).expect("catch-up");
+        let got = reader
+            .assemble_shared()
+            .expect("ok")
+            .expect("the new term's table");
+        let term_time = started.elapsed();
+        assert_eq!(got.groups.len(), served.groups.len());
+
         println!(
-            "| {n} | {} | {shard_bytes} | {delta_bytes} | {:.2} ms | {:.2} ms | {:.3} ms | {:.0} |",
+            "| {n} | {} | {shard_bytes} | {delta_bytes} | {:.2} ms | {:.2} ms | {:.3} ms | {:.0} | {:.3} ms |",
             enc.manifest.shards,
             encode_time.as_secs_f64() * 1e3,
             full_time.as_secs_f64() * 1e3,
             one.as_secs_f64() * 1e3,
             full_time.as_secs_f64() / one.as_secs_f64().max(1e-9),
+            term_time.as_secs_f64() * 1e3,
         );
     }
 }

@@ -15,7 +15,7 @@
 //! Both sides live here so that the writer (operator) and the reader (resolver) can never
 //! disagree on the format.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use imbl::ordmap::DiffItem;
@@ -288,6 +288,12 @@ pub struct Assembler {
     deltas: Vec<Delta>,
     /// The hash of the manifest the table served is built on.
     base: Option<String>,
+    /// The shards that manifest names (their hashes, by index), and every key a delta on it
+    /// changed or removed since: the committed table is those shards' groups but for these.
+    /// A new manifest naming the same shards (a new term's, P11) is then the committed table
+    /// with these keys taken back to the shards' content, not a walk over every group.
+    base_shards: Vec<String>,
+    touched: BTreeSet<GroupKey>,
     /// The committed table: the base with the deltas the watch brought applied.
     current: Option<Arc<RoutingTable<Value>>>,
     /// Pushed deltas served beyond `current` (P12), in order, each with the table it made.
@@ -429,25 +435,23 @@ impl Assembler {
                 self.manifest = None;
                 return Err(refused);
             }
-            // Each group the table served before with the same content keeps its `Arc`, in the
-            // new table and in the shard it came from: a shard holding copies of groups the
-            // table holds too would keep a second table alive after every fold.
             let old = before.as_ref().map(|t| &t.groups);
-            let mut groups = Groups::new();
-            for index in 0..manifest.shards {
-                let Some((_, shard)) = self.shards.get_mut(&index) else {
-                    continue;
-                };
-                for group in shard.iter_mut() {
-                    *group = unchanged(old, &group.key, group);
-                    groups.insert(group.key.clone(), group.clone());
+            let generation = manifest.generation;
+            let groups = match &self.current {
+                Some(current) if manifest.hashes == self.base_shards => {
+                    let touched = std::mem::take(&mut self.touched);
+                    on_the_same_shards(&mut self.shards, manifest.shards, current, touched, old)
                 }
-            }
+                _ => {
+                    self.touched.clear();
+                    from_the_shards(&mut self.shards, manifest.shards, old)
+                }
+            };
             // Shards beyond the manifest's count are left over from a larger table.
             let count = manifest.shards;
             self.shards.retain(|i, _| *i < count);
-            let generation = manifest.generation;
             self.base = Some(hash.clone());
+            self.base_shards = manifest.hashes.clone();
             self.pushed.clear();
             Arc::new(RoutingTable { generation, groups })
         };
@@ -460,6 +464,8 @@ impl Assembler {
             .position(|d| d.base_hash == base_hash && d.previous == table.generation)
         {
             let delta = self.deltas.swap_remove(i);
+            self.touched
+                .extend(delta.groups.keys().chain(&delta.removed).cloned());
             if self
                 .pushed
                 .first()
@@ -493,6 +499,65 @@ impl Assembler {
         }
         Ok(served)
     }
+}
+
+/// The groups of a manifest's shards, all of them: each one `old` (the table served before)
+/// holds with the same content keeps its `Arc`, in the groups and in the shard it came from
+/// (a shard holding copies of groups the table holds too would keep a second table alive after
+/// every fold).
+fn from_the_shards(
+    shards: &mut HashMap<u32, (String, ShardGroups)>,
+    count: u32,
+    old: Option<&Groups<Value>>,
+) -> Groups<Value> {
+    let mut groups = Groups::new();
+    for index in 0..count {
+        let Some((_, shard)) = shards.get_mut(&index) else {
+            continue;
+        };
+        for group in shard.iter_mut() {
+            *group = unchanged(old, &group.key, group);
+            groups.insert(group.key.clone(), group.clone());
+        }
+    }
+    groups
+}
+
+/// The groups of a manifest naming the very shards `current` was built on: `current`'s, with
+/// each key `touched` (what deltas on the old manifest changed or removed) as its shard holds
+/// it, or gone when no shard does. Costs what the deltas touched, and the result shares
+/// `current`'s tree, so the table built from it finds what changed without a walk either.
+fn on_the_same_shards(
+    shards: &mut HashMap<u32, (String, ShardGroups)>,
+    count: u32,
+    current: &RoutingTable<Value>,
+    touched: BTreeSet<GroupKey>,
+    old: Option<&Groups<Value>>,
+) -> Groups<Value> {
+    let mut groups = current.groups.clone();
+    for key in touched {
+        // Its shard by the writer's hash; a writer that filed it elsewhere is looked for too.
+        let home = shard_of(&key, count);
+        let place = std::iter::once(home)
+            .chain((0..count).filter(|i| *i != home))
+            .find_map(|index| {
+                let (_, shard) = shards.get(&index)?;
+                Some((index, shard.binary_search_by(|g| g.key.cmp(&key)).ok()?))
+            });
+        let found = place.and_then(|(index, at)| Some(&mut shards.get_mut(&index)?.1[at]));
+        match found {
+            Some(group) => {
+                *group = unchanged(old, &key, group);
+                if !groups.get(&key).is_some_and(|g| Arc::ptr_eq(g, group)) {
+                    groups.insert(key, group.clone());
+                }
+            }
+            None => {
+                groups.remove(&key);
+            }
+        }
+    }
+    groups
 }
 
 /// A delta's JSON, checked, its groups as the assembler keeps them ([`kept`]).
@@ -828,6 +893,65 @@ mod tests {
         let got = a.assemble().expect("newer").expect("a table");
         assert_eq!(got.groups.len(), 2);
         assert_eq!(&*got.groups["ns/g1"].key, "ns/g1");
+    }
+
+    // SEM-P11: a new term's manifest naming the shards the table served is built on is that
+    // table with what the old manifest's deltas touched taken back to the shards (a change
+    // undone, a group added removed, a group removed back), then its catch-up delta: the same
+    // table as assembling every shard again, the groups untouched keeping their identity.
+    #[test]
+    fn a_new_terms_manifest_on_the_same_shards_starts_from_the_table_served() {
+        let t1 = table(1, 40, 1);
+        let (mut a, base1) = fed(&t1, 4);
+        let first = a.assemble_shared().expect("ok").expect("t1");
+        // The old term's deltas: g5 changed; g40 added; g7 removed and g9 changed.
+        let t2 = with_group(&t1, 2, 5, 7);
+        let t3 = with_group(&t2, 3, 40, 8);
+        let mut t4 = with_group(&t3, 4, 9, 9);
+        t4.groups.remove("ns/g7");
+        for (prev, next) in [(&t1, &t2), (&t2, &t3), (&t3, &t4)] {
+            a.set_delta(&delta_between(
+                &base1,
+                prev.generation,
+                next.generation,
+                prev,
+                next,
+            ))
+            .expect("delta");
+        }
+        assert_eq!(a.assemble_shared().expect("ok").expect("t4").generation, 4);
+        // The new term: the same shards under a new manifest, and a catch-up delta with what
+        // differs from them now (g9 as the old term left it, g12 changed at the takeover).
+        let mut manifest: Manifest = serde_json::from_slice(&base1).expect("manifest");
+        manifest.generation = 10;
+        let base10 = serde_json::to_vec(&manifest).expect("json");
+        let now = with_group(&with_group(&t1, 10, 9, 9), 11, 12, 12);
+        a.set_manifest(&base10).expect("manifest");
+        a.set_delta(&delta_between(&base10, 10, 11, &t1, &now))
+            .expect("catch-up");
+        let got = a
+            .assemble_shared()
+            .expect("ok")
+            .expect("the new term's table");
+        assert_eq!(*got, now);
+        for (k, g) in &got.groups {
+            let same = Arc::ptr_eq(g, &first.groups[k]);
+            assert_eq!(same, !["ns/g9", "ns/g12"].contains(&k.as_ref()), "{k}");
+        }
+        // What every shard assembled again makes.
+        let (mut fresh, _) = fed(&t1, 4);
+        fresh.set_manifest(&base10).expect("manifest");
+        fresh
+            .set_delta(&delta_between(&base10, 10, 11, &t1, &now))
+            .expect("catch-up");
+        assert_eq!(fresh.assemble().expect("ok").expect("table"), *got);
+        // And the next term on them again: only the catch-up's keys are touched now.
+        manifest.generation = 20;
+        let base20 = serde_json::to_vec(&manifest).expect("json");
+        a.set_manifest(&base20).expect("manifest");
+        let mut back = t1.clone();
+        back.generation = 20;
+        assert_eq!(*a.assemble_shared().expect("ok").expect("t20"), back);
     }
 
     // SEM-P11: the diff is the groups that changed, by identity, and those removed.

@@ -271,8 +271,11 @@ class Watch:
             return
 
     def first(self, after, name=None):
-        """The arrival time of the first event after `after` (of object `name`), or None."""
-        return next((t for t, _, n, _ in list(self.seen) if t > after and (name is None or n == name)), None)
+        """The arrival time of the first event after `after` (of object `name`) that adds or
+        changes an object, or None: a delete carries no change (after a takeover the new
+        leader deletes the old deltas, 100 a second, beside its own)."""
+        return next((t for t, kind, n, _ in list(self.seen)
+                     if t > after and kind != "DELETED" and (name is None or n == name)), None)
 
     def stop(self):
         try:
@@ -1313,14 +1316,16 @@ def keep_samples(window, xs):
 
 
 def pool(path):
-    """Prints every window's flips of the runs in `path` (--samples), pooled per operator build
-    and arguments: a p99 over three runs' 1,000 flips says more than any one run's 330."""
+    """Prints every window's flips of the runs in `path` (--samples), pooled per build (the
+    operator's and the resolver's) and arguments: a p99 over three runs' 1,000 flips says more than any one run's 330."""
     runs = {}
     for line in open(path):
         r = json.loads(line)
-        key = (r["operator"], r.get("operator_args") or "", r["window"])
+        # Older runs did not say which resolver.
+        op = r["operator"] + (f", resolver {r['resolver']}" if r.get("resolver") else "")
+        key = (op, r.get("operator_args") or "", r["window"])
         runs.setdefault(key, []).append(r["ms"])
-    print("| operator, arguments | window | runs | flips | pooled p50 / p99 / max (ms) | each run's p99 (ms) |")
+    print("| operator (, resolver), arguments | window | runs | flips | pooled p50 / p99 / max (ms) | each run's p99 (ms) |")
     print("| --- | --- | --- | --- | --- | --- |")
     for (op, extra, window), lists in sorted(runs.items(), key=lambda kv: (kv[0][2], kv[0][0], kv[0][1])):
         runs_s = [[x / 1000 for x in ms] for ms in lists if ms]
@@ -1413,7 +1418,7 @@ def main():
         sys.exit(f"still deleting: {', '.join(left)}" if left else 0)
     op_bin, res_bin = binaries(args)
     SAMPLES.update(path=args.samples, run={"label": args.label, "groups": args.groups, "operator": op_bin,
-                                           "operator_args": args.operator_args or ""})
+                                           "resolver": res_bin, "operator_args": args.operator_args or ""})
     env = child_env(args.kubeconfig)
     procs = []
     rows = []

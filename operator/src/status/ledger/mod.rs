@@ -239,11 +239,14 @@ impl Ledger {
 
     /// Checks or awaiting groups are to be judged ([`Ledger::settle_step`] has work).
     pub fn settling(&self) -> bool {
-        !self.checks_due.is_empty() || (self.settle.is_some() && self.published.seeded())
+        !self.checks_due.is_empty()
+            || self.published.comparing()
+            || (self.settle.is_some() && self.published.seeded())
     }
 
     /// Judges up to `budget` more objects: first the checks a term's start made due, then the
-    /// awaiting groups, in key order, writing the status of each whose version the publisher
+    /// awaiting groups (beside up to `budget` groups of the term's first table compared with
+    /// the read-back, [`Published::compare_step`]), in key order, writing the status of each whose version the publisher
     /// has caught up with, or that a failing publish leaves behind (those stay awaiting until
     /// published). A term's first table makes every group await (10,000 and more): in steps,
     /// a change that arrives meanwhile is compiled and published after one step, not after
@@ -253,6 +256,10 @@ impl Ledger {
         if checks > 0 {
             return checks;
         }
+        // The term's first table against the read-back, while it is still being compared:
+        // as many groups again, beside the step (statuses judged meanwhile compare their own
+        // group's two versions), so that statuses do not wait for it.
+        self.published.compare_step(budget);
         let Some(after) = self.settle.take() else {
             return 0;
         };

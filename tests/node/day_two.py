@@ -150,6 +150,9 @@ class Load:
         self.name, self.valid, self.rate = name, valid, rate
         self.stop = threading.Event()
         self.counts = {}
+        # When each query went unanswered (wall clock), by client: set beside the log's
+        # phases, it says which step lost it.
+        self.lost_at = {}
         self.lock = threading.Lock()
         self.threads = [
             threading.Thread(target=self.run, args=(kind,), daemon=True)
@@ -170,9 +173,12 @@ class Load:
             if self.stop.is_set():
                 break
             self.count(kind, "sent")
+            sent = time.strftime("%H:%M:%S")
             answer = ask(self.name, sock=sock, timeout=1.0)
             if answer is None:
                 self.count(kind, "lost")
+                with self.lock:
+                    self.lost_at.setdefault(kind, []).append(sent)
             elif answer[0] == dns.rcode.SERVFAIL:
                 self.count(kind, "servfail")
             elif answer[0] != dns.rcode.NOERROR or not self.valid(answer[1]):
@@ -454,8 +460,10 @@ def phase_rollouts():
         time.sleep(5)
     for kind, c in sorted(load.counts.items()):
         ok = c["lost"] == 0 and c["servfail"] == 0 and c["wrong"] == 0
-        figure(f"rollouts: {kind} client", f"{c['sent']} queries, {c['lost']} lost, "
-               f"{c['servfail']} SERVFAIL, {c['wrong']} wrong", "0 lost, 0 SERVFAIL, 0 wrong", ok)
+        when = load.lost_at.get(kind)
+        figure(f"rollouts: {kind} client", f"{c['sent']} queries, {c['lost']} lost"
+               + (f" (sent at {', '.join(when[:5])})" if when else "")
+               + f", {c['servfail']} SERVFAIL, {c['wrong']} wrong", "0 lost, 0 SERVFAIL, 0 wrong", ok)
 
 
 def leader_pod():

@@ -779,7 +779,8 @@ def apiserver_load(before, after, top=6):
             if k.startswith(family + "{"):
                 d = v - before.get(k, 0.0)
                 if d > 0:
-                    out[key(labels_of(k))] = out.get(key(labels_of(k)), 0.0) + d
+                    name = key(labels_of(k))
+                    out[name] = out.get(name, 0.0) + d
         return out
 
     def request(lb):
@@ -929,12 +930,11 @@ def early_flips(rows, what, kube, ns, hr_ns, dns, n, rng, leader, t0, seconds, p
         rows.append(compactions(etcd_before, scrape(etcd_url), time.time() - (time.monotonic() - t0)))
     rows.append(("  the slowest flips: sent at (after it), both answered in (patch → slice event, "
                  "→ table event, → both answer)", slowest(each, t0)))
+    def moved(family):
+        return msum(m, "healthroute_operator_" + family) - msum(m_before, "healthroute_operator_" + family)
     rows.append(("  the leader's table writes meanwhile: deltas, folds, shards (MiB)",
-                 ", ".join(f"{msum(m, f) - msum(m_before, f):.0f}" for f in (
-                     "healthroute_operator_table_deltas_written_total",
-                     "healthroute_operator_table_folds_total",
-                     "healthroute_operator_shards_written_total"))
-                 + f" ({(msum(m, 'healthroute_operator_table_bytes_written_total') - msum(m_before, 'healthroute_operator_table_bytes_written_total')) / 2**20:.1f})"))
+                 f"{moved('table_deltas_written_total'):.0f}, {moved('table_folds_total'):.0f}, "
+                 f"{moved('shards_written_total'):.0f} ({moved('table_bytes_written_total') / 2**20:.1f})"))
     rows.append((f"  the leader's status writes meanwhile / in its process so far; its backlog at {seconds:.0f} s",
                  f"{msum(m, key) - writes_before:.0f} / {msum(m, key):.0f}; "
                  f"{msum(m, 'healthroute_operator_status_backlog'):.0f}"))
@@ -1317,7 +1317,8 @@ def keep_samples(window, xs):
 
 def pool(path):
     """Prints every window's flips of the runs in `path` (--samples), pooled per build (the
-    operator's and the resolver's) and arguments: a p99 over three runs' 1,000 flips says more than any one run's 330."""
+    operator's and the resolver's) and arguments: a p99 over three runs' 1,000 flips says more
+    than any one run's 330."""
     runs = {}
     for line in open(path):
         r = json.loads(line)

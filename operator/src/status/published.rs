@@ -150,26 +150,30 @@ impl Published {
         let Some(first) = self.first.as_mut() else {
             return 0;
         };
+        let budget = budget.max(1);
         let from = first
             .after
             .clone()
             .map_or(Bound::Unbounded, Bound::Excluded);
-        let upto = first
+        let later = |since: Option<&u64>| since.is_some_and(|g| *g > first.generation);
+        let mut judged = 0;
+        let mut last = None;
+        for (gk, _) in first
             .published
             .groups
             .range((from.clone(), Bound::Unbounded))
-            .nth(budget.max(1) - 1)
-            .map(|(gk, _)| gk.clone());
-        let range = (from, upto.clone().map_or(Bound::Unbounded, Bound::Included));
-        let later = |since: Option<&u64>| since.is_some_and(|g| *g > first.generation);
-        let mut judged = 0;
-        for (gk, _) in first.published.groups.range(range.clone()) {
+            .take(budget)
+        {
             judged += 1;
+            last = Some(gk);
             if first.changed(gk) && !later(self.served_since.get(gk)) {
                 self.served_since.insert(gk.clone(), first.generation);
             }
         }
-        for (gk, _) in first.read_back.groups.range(range) {
+        // Up to the same key, the groups only the read-back holds; all the rest at the end.
+        let upto = last.filter(|_| judged == budget).cloned();
+        let to = upto.clone().map_or(Bound::Unbounded, Bound::Included);
+        for (gk, _) in first.read_back.groups.range((from, to)) {
             if !first.published.groups.contains_key(gk) && !later(self.served_since.get(gk)) {
                 judged += 1;
                 self.served_since.remove(gk);
@@ -180,6 +184,19 @@ impl Published {
             None => self.first = None,
         }
         judged
+    }
+
+    /// The generation that first carried `gk`'s published version.
+    fn since(&self, gk: &str) -> u64 {
+        let known = self.served_since.get(gk).copied();
+        if let Some(first) = &self.first
+            && known.is_none_or(|g| g <= first.generation)
+            && first.changed(gk)
+        {
+            // Not compared yet, and changed by the term's first table.
+            return first.generation;
+        }
+        known.unwrap_or(self.table.generation)
     }
 
     pub fn fail(&mut self, error: String) {
@@ -210,21 +227,6 @@ impl Published {
             }),
             (false, None) => None,
         }
-    }
-}
-
-impl Published {
-    /// The generation that first carried `gk`'s published version.
-    fn since(&self, gk: &str) -> u64 {
-        let known = self.served_since.get(gk).copied();
-        if let Some(first) = &self.first
-            && known.is_none_or(|g| g <= first.generation)
-            && first.changed(gk)
-        {
-            // Not compared yet, and changed by the term's first table.
-            return first.generation;
-        }
-        known.unwrap_or(self.table.generation)
     }
 }
 

@@ -246,9 +246,9 @@ impl Ledger {
 
     /// Judges up to `budget` more objects: first the checks a term's start made due, then the
     /// awaiting groups (beside up to `budget` groups of the term's first table compared with
-    /// the read-back, [`Published::compare_step`]), in key order, writing the status of each whose version the publisher
-    /// has caught up with, or that a failing publish leaves behind (those stay awaiting until
-    /// published). A term's first table makes every group await (10,000 and more): in steps,
+    /// the read-back, [`Published::compare_step`]), in key order, writing the status of each
+    /// whose version the publisher has caught up with, or that a failing publish leaves behind
+    /// (those stay awaiting until published). A term's first table makes every group await (10,000 and more): in steps,
     /// a change that arrives meanwhile is compiled and published after one step, not after
     /// them all. Returns how many were judged.
     pub fn settle_step(&mut self, index: &Index, now: Timestamp, budget: usize) -> usize {

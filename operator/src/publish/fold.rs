@@ -29,8 +29,11 @@ pub fn fold_due(deltas: (usize, usize), shards: u32, times: usize) -> bool {
 }
 
 /// Deletes of older manifests' deltas a second: at a takeover at 100,000 groups the old
-/// leader leaves about a thousand, which one `deletecollection` handed to the API server at
-/// once, slowing the changes made meanwhile (#44).
+/// leader leaves hundreds (a fold's threshold is about a thousand), which one
+/// `deletecollection` handed to the API server at once, slowing the changes made meanwhile
+/// (#44). Nothing waits for them (a new manifest cuts the delete short). A slower pace (20 a
+/// second) did not take their cost out of a takeover's first minute: the same deletes, the
+/// same serving time, spread over more of the minute.
 pub const DELETE_PACE: u32 = 100;
 
 /// Lists the deltas `selector` names and deletes them one at a time, [`DELETE_PACE`] a
@@ -243,17 +246,15 @@ impl Publisher {
 
     /// Deletes what the manifest no longer names: shards at or beyond `count`, and the deltas
     /// of older manifests (listed by label, then deleted [`DELETE_PACE`] a second, beside the
-    /// publisher: a change never waits for it, and the API server is not handed a thousand
-    /// deletes at once). Harmless where they stay: no reader uses them. Tried again after
-    /// the next manifest.
+    /// publisher: nothing waits for it, and the API server is not handed a thousand deletes at
+    /// once). Harmless where they stay: no reader uses them. Tried again after the next
+    /// manifest.
     pub(super) async fn clean_up(&mut self, count: u32) {
         self.remove_unused_shards(count).await;
-        if let Some(deleting) = self.deleting.as_ref() {
-            if !deleting.is_finished() {
-                return;
-            }
-            self.deleted_stale_deltas().await;
+        if self.deleting.as_ref().is_some_and(|d| !d.is_finished()) {
+            return;
         }
+        self.stop_deleting();
         let Some((manifest, _)) = &self.manifest else {
             return;
         };
@@ -269,14 +270,23 @@ impl Publisher {
         self.stale_deltas = self.deltas.0 > 0;
     }
 
-    /// Waits for the delete of older deltas, if one is under way: before a new manifest, whose
-    /// own deltas the delete's selector (every base but the one before) would take too.
-    pub(super) async fn deleted_stale_deltas(&mut self) {
+    /// Ends the delete of older deltas, if one is under way, cutting it short: before a new
+    /// manifest, whose own deltas its selector (every base but the one before) would take if
+    /// it had not listed yet. What it had not deleted (or failed to) is deleted after the
+    /// next manifest; a change or a fold never waits for it.
+    pub(super) fn stop_deleting(&mut self) {
         let Some(deleting) = self.deleting.take() else {
             return;
         };
-        let outcome = deleting.await.unwrap_or_else(|e| Err(e.to_string()));
-        if let Err(error) = outcome {
+        if !deleting.is_finished() {
+            deleting.abort();
+            self.stale_deltas = true;
+            return;
+        }
+        // Finished: its outcome is ready, and a failure leaves deltas behind.
+        let outcome = futures::FutureExt::now_or_never(deleting)
+            .map(|joined| joined.unwrap_or_else(|e| Err(e.to_string())));
+        if let Some(Err(error)) = outcome {
             tracing::debug!(%error, "old deltas not deleted");
             self.stale_deltas = true;
         }

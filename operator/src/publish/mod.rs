@@ -24,10 +24,10 @@
 //! new manifest, one write at a time between changes, never in a change's way: a change that
 //! arrives during a fold is a delta on the old manifest, and the fold ends with a catch-up
 //! delta on the new manifest written before it, so the new manifest never serves anything
-//! older than what was served. The deltas of older manifests are then deleted with one
-//! label-selected request. The generation in the manifest and the deltas belongs to the
-//! publisher: a new term continues above the highest generation published or served (P4),
-//! whatever the compiler in this process counted.
+//! older than what was served. The deltas of older manifests are then deleted beside the
+//! publisher, [`DELETE_PACE`] a second; a new manifest cuts that short. The generation in the
+//! manifest and the deltas belongs to the publisher: a new term continues above the highest
+//! generation published or served (P4), whatever the compiler in this process counted.
 //!
 //! Every table object names the installation's owner (the operator's ServiceAccount, resolved
 //! at each term's start: [`crate::owner`]) in its `ownerReferences`, so that uninstalling the
@@ -109,7 +109,8 @@ pub struct Publisher {
     stale_deltas: bool,
     /// The delete of older manifests' deltas under way, beside the publisher and at a pace: at
     /// a takeover it removes the old leader's hundreds of deltas, which took the API server up
-    /// to 0.9 s that the next change waited through (#44). `Err` when it failed.
+    /// to 0.9 s that the next change waited through (#44). `Err` when it failed. Nothing waits
+    /// for it: a new manifest cuts it short.
     deleting: Option<tokio::task::JoinHandle<Result<(), String>>>,
     /// The highest generation published or served that this publisher knows of.
     generation: u64,

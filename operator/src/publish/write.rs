@@ -239,7 +239,7 @@ impl Publisher {
         catch_up: Option<(DeltaGroups, Vec<GroupKey>)>,
         still_leader: &impl Fn() -> bool,
     ) -> Result<(Manifest, usize), Error> {
-        self.deleted_stale_deltas().await;
+        self.stop_deleting();
         let manifest = Manifest {
             generation: self.generation + 1,
             ..manifest

@@ -33,7 +33,7 @@ use futures::channel::mpsc::{UnboundedSender, unbounded};
 use healthroute_api::{HealthCheck, RecordGroup, RecordGroupStatus};
 use healthroute_compiler::ServedZones;
 use healthroute_operator::controller::{self, Config, Input, OperatorMetrics, Readiness};
-use healthroute_operator::publish::FOLD_AFTER_DELTAS;
+use healthroute_operator::publish::{DELETE_PACE, FOLD_AFTER_DELTAS};
 use healthroute_table::contract::SERVED_GENERATION_ANNOTATION;
 use healthroute_table::published::{self, DATA_KEY};
 use healthroute_table::{RoutingTable, Value};

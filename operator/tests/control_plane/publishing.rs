@@ -303,3 +303,95 @@ async fn a_change_does_not_wait_for_the_old_deltas_delete() {
     assert_eq!(keys, ["shop/g1"]);
     running.stop().await;
 }
+
+// SEM-P11: nothing waits for the delete of older manifests' deltas, a new manifest included:
+// a fold while hundreds are still being deleted, at DELETE_PACE, writes its manifest, cutting
+// the delete short, and the delete starts again under the new manifest, sparing its deltas.
+#[tokio::test]
+async fn a_fold_cuts_the_old_deltas_delete_short() {
+    let (api, client) = FakeApi::start(Settings::default());
+    let n = 40;
+    let groups: Vec<RecordGroup> = (0..n).map(service_group).collect();
+    put_published(&api, &compiled(1, &groups), 2);
+    // A minute of deletes: the fold comes long before they are done.
+    let old = 60 * DELETE_PACE as usize;
+    for i in 0..old {
+        api.put_configmap(json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("healthroute-table-delta-old-{i}"), "namespace": "healthroute",
+                         "labels": {"healthroute.io/table": "delta", "healthroute.io/table-base": "1"}},
+            "data": {DATA_KEY: "{}"}
+        }));
+    }
+    let running = start(
+        client,
+        true,
+        groups,
+        (0..n).map(|i| slice(i, true)).collect(),
+        vec![],
+    );
+    let first = api
+        .wait_for("the term's manifest", 0, IN_TIME, |s| s.is_manifest_write())
+        .await
+        .manifest_generation()
+        .expect("generation");
+    api.wait_for("the old deltas' delete", 0, IN_TIME, |s| {
+        s.method == "DELETE" && s.path.contains("-delta-old-")
+    })
+    .await;
+    for c in 0..FOLD_AFTER_DELTAS + 3 {
+        let before = api.log().len();
+        running.send(Input::Slice(Event::Apply(slice(c % n, c / n % 2 == 1))));
+        api.wait_for("the change's delta", before, IN_TIME, |s| {
+            s.is_delta_write()
+        })
+        .await;
+    }
+    let fold = api
+        .wait_for("the fold's manifest", 0, IN_TIME, |s| {
+            s.is_manifest_write() && s.manifest_generation() > Some(first)
+        })
+        .await;
+    let old_left = |api: &FakeApi| {
+        api.configmap_names()
+            .iter()
+            .filter(|name| name.contains("-delta-old-"))
+            .count()
+    };
+    assert!(
+        old_left(&api) > 0,
+        "the fold waited for the old deltas' delete"
+    );
+    let folded_at = fold.manifest_generation().expect("generation");
+    let after = api.log().len();
+    api.wait_for(
+        "the delete again, under the new manifest",
+        after,
+        IN_TIME,
+        |s| s.method == "DELETE" && s.path.contains("-delta-"),
+    )
+    .await;
+    let log = api.log();
+    let own: Vec<&str> = log
+        .iter()
+        .filter(|s| {
+            s.is_delta_write()
+                && s.body["metadata"]["labels"]["healthroute.io/table-base"]
+                    == folded_at.to_string().as_str()
+        })
+        .filter_map(|s| s.body["metadata"]["name"].as_str())
+        .collect();
+    assert!(!own.is_empty(), "the fold's catch-up delta");
+    for name in own {
+        assert!(
+            !log.iter().any(|s| s.method == "DELETE"
+                && s.path
+                    .split('?')
+                    .next()
+                    .is_some_and(|p| p.ends_with(&format!("/{name}")))),
+            "the new manifest's delta {name} is spared"
+        );
+        assert!(api.configmap(name).is_some(), "{name}");
+    }
+    running.stop().await;
+}

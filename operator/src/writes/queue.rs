@@ -147,6 +147,25 @@ impl WriteQueue {
         self.notify.notify_one();
     }
 
+    /// Makes room for `more` writes of `kind` beside those waiting, so that queuing them
+    /// does not grow the queue by doubling, each time rehashing what it holds (at a term's
+    /// first table, 100,000 statuses may be owed). Room a burst did not use is given back
+    /// once the queue is idle.
+    pub fn reserve(&self, kind: WriteKind, more: usize) {
+        let mut s = self.lock();
+        s.pending.reserve(more);
+        match kind {
+            WriteKind::PeerCheck => s.first.reserve(more),
+            WriteKind::Status(_) | WriteKind::EngineShift => s.ready.reserve(more),
+        }
+    }
+
+    /// Room for pending writes, without growing.
+    #[cfg(test)]
+    pub(crate) fn pending_capacity(&self) -> usize {
+        self.lock().pending.capacity()
+    }
+
     /// Drops everything not yet sent (leadership lost: the next leader writes its own).
     pub fn clear(&self) {
         let mut s = self.lock();

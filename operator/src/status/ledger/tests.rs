@@ -362,6 +362,34 @@ fn a_terms_first_statuses_are_settled_in_steps() {
     );
 }
 
+// SEM-P7: a term's first pass makes room for every group at once: the steps that fill what
+// was sent and the writes owed never grow them (a doubling rehashed 57,344 entries of each
+// inside one step, and a change waited for it).
+#[test]
+fn a_terms_first_pass_has_room_for_every_group_before_its_first_step() {
+    let mut index = listed();
+    let n = 3000;
+    for i in 0..n {
+        let mut g = api(None);
+        g.metadata.name = Some(format!("g{i}"));
+        g.spec.name = format!("g{i}.example.com.");
+        index.apply(Input::Group(Event::Apply(g)));
+    }
+    let (mut ledger, queue, _) = leading(&mut index);
+    ledger.take_published(1, index.compiler.table());
+    let room = (ledger.sent.capacity(), queue.pending_capacity());
+    assert!(room.0 > n && room.1 > n, "{room:?}");
+    let mut steps = 0;
+    while ledger.settling() {
+        ledger.settle_step(&index, t(0), 500);
+        steps += 1;
+        assert_eq!((ledger.sent.capacity(), queue.pending_capacity()), room);
+    }
+    assert!(steps >= 6, "{steps}");
+    assert_eq!(ledger.sent.len(), n + 1);
+    assert_eq!(queue.backlog(), n + 1, "every status owed");
+}
+
 // SEM-P7: a term's start makes every check's status due as well; they are judged in steps
 // too, before the groups, and not at the compile that made them due.
 #[test]

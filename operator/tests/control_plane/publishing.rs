@@ -261,24 +261,20 @@ async fn a_failing_publish_is_reported_as_such() {
     running.stop().await;
 }
 
-// SEM-P11: the delete of older manifests' deltas goes beside the publisher, one at a time: a
-// change made while it is still under way (a takeover's hundreds of old deltas) is written
-// at once.
-#[tokio::test]
-async fn a_change_does_not_wait_for_the_old_deltas_delete() {
-    let (api, client) = FakeApi::start(Settings {
-        delta_deletes: Answer::Hang,
-        ..Settings::default()
-    });
-    let n = 4;
+/// A leader started over a published table of `n` groups, with the deltas `old` of an older
+/// manifest left on the server (a takeover's).
+fn leading_over_old_deltas(settings: Settings, n: usize, old: &[&str]) -> (FakeApi, Running) {
+    let (api, client) = FakeApi::start(settings);
     let groups: Vec<RecordGroup> = (0..n).map(service_group).collect();
     put_published(&api, &compiled(1, &groups), 2);
-    api.put_configmap(json!({
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "healthroute-table-delta-7", "namespace": "healthroute",
-                     "labels": {"healthroute.io/table": "delta", "healthroute.io/table-base": "6"}},
-        "data": {DATA_KEY: "{}"}
-    }));
+    for name in old {
+        api.put_configmap(json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "healthroute",
+                         "labels": {"healthroute.io/table": "delta", "healthroute.io/table-base": "1"}},
+            "data": {DATA_KEY: "{}"}
+        }));
+    }
     let running = start(
         client,
         true,
@@ -286,6 +282,19 @@ async fn a_change_does_not_wait_for_the_old_deltas_delete() {
         (0..n).map(|i| slice(i, true)).collect(),
         vec![],
     );
+    (api, running)
+}
+
+// SEM-P11: the delete of older manifests' deltas goes beside the publisher, one at a time: a
+// change made while it is still under way (a takeover's hundreds of old deltas) is written
+// at once.
+#[tokio::test]
+async fn a_change_does_not_wait_for_the_old_deltas_delete() {
+    let settings = Settings {
+        delta_deletes: Answer::Hang,
+        ..Settings::default()
+    };
+    let (api, running) = leading_over_old_deltas(settings, 4, &["healthroute-table-delta-7"]);
     api.wait_for("the old deltas' delete", 0, IN_TIME, |s| {
         s.method == "DELETE" && s.path.contains("healthroute-table-delta-7")
     })
@@ -309,27 +318,13 @@ async fn a_change_does_not_wait_for_the_old_deltas_delete() {
 // the delete short, and the delete starts again under the new manifest, sparing its deltas.
 #[tokio::test]
 async fn a_fold_cuts_the_old_deltas_delete_short() {
-    let (api, client) = FakeApi::start(Settings::default());
     let n = 40;
-    let groups: Vec<RecordGroup> = (0..n).map(service_group).collect();
-    put_published(&api, &compiled(1, &groups), 2);
     // A minute of deletes: the fold comes long before they are done.
-    let old = 60 * DELETE_PACE as usize;
-    for i in 0..old {
-        api.put_configmap(json!({
-            "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": format!("healthroute-table-delta-old-{i}"), "namespace": "healthroute",
-                         "labels": {"healthroute.io/table": "delta", "healthroute.io/table-base": "1"}},
-            "data": {DATA_KEY: "{}"}
-        }));
-    }
-    let running = start(
-        client,
-        true,
-        groups,
-        (0..n).map(|i| slice(i, true)).collect(),
-        vec![],
-    );
+    let old: Vec<String> = (0..60 * DELETE_PACE)
+        .map(|i| format!("healthroute-table-delta-old-{i}"))
+        .collect();
+    let old: Vec<&str> = old.iter().map(String::as_str).collect();
+    let (api, running) = leading_over_old_deltas(Settings::default(), n, &old);
     let first = api
         .wait_for("the term's manifest", 0, IN_TIME, |s| s.is_manifest_write())
         .await

@@ -1,7 +1,7 @@
 //! What one change costs the published table, at 10 to 100,000 groups: the bytes a full
 //! shard rewrite and a delta write, and the reader's time to take a delta in (decode, apply,
-//! the table handed on) beside a full re-assembly, and a new term's manifest on the same
-//! shards with its catch-up delta (P11). Prints figures; asserts nothing (machines
+//! the table handed on) beside a full re-assembly, a new term's manifest on the same shards
+//! with its catch-up delta, and a fold's manifest on the shards it rewrote (P11). Prints figures; asserts nothing (machines
 //! here are shared: compare within one run).
 //!
 //! Run: `cargo bench -p healthroute-table --bench delta`
@@ -59,9 +59,9 @@ fn median(mut v: Vec<Duration>) -> Duration {
 
 fn main() {
     println!(
-        "| groups | shards | shard rewritten (bytes) | delta (bytes) | writer: full encode | reader: full assembly | reader: one delta | ratio | reader: a new term on the same shards, 50 changes since |"
+        "| groups | shards | shard rewritten (bytes) | delta (bytes) | writer: full encode | reader: full assembly | reader: one delta | ratio | reader: a new term on the same shards, 50 changes since | reader: a fold of those changes (shards rewritten) |"
     );
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     for n in [10, 1_000, 10_000, 100_000] {
         let t1 = table(n);
         // A new term's publisher encodes the whole table with nothing cached.
@@ -154,14 +154,48 @@ fn main() {
         let term_time = started.elapsed();
         assert_eq!(got.groups.len(), served.groups.len());
 
+        // A fold: the changes written into the shards (those whose content changed) and a
+        // new manifest on them, with no catch-up; what a resolver does to take it in.
+        let fold_generation = next_term.generation + 2;
+        let folded = RoutingTable {
+            generation: fold_generation,
+            groups: served.groups.clone(),
+        };
+        let enc2 = encoder.encode(&folded).expect("encodes");
+        let rewritten: Vec<&Arc<[u8]>> = enc2
+            .shards
+            .iter()
+            .filter(|(i, hash, _)| !enc.shards.iter().any(|(j, h, _)| i == j && h == hash))
+            .map(|(_, _, json)| json)
+            .collect();
+        let fold_manifest = serde_json::to_vec(&Manifest {
+            generation: fold_generation,
+            ..enc2.manifest.clone()
+        })
+        .expect("json");
+        let started = Instant::now();
+        for json in &rewritten {
+            reader.set_shard(json).expect("shard");
+        }
+        reader.set_manifest(&fold_manifest).expect("manifest");
+        let got = reader
+            .assemble_shared()
+            .expect("ok")
+            .expect("the fold's table");
+        let fold_time = started.elapsed();
+        assert_eq!(got.generation, fold_generation);
+        assert_eq!(got.groups.len(), served.groups.len());
+
         println!(
-            "| {n} | {} | {shard_bytes} | {delta_bytes} | {:.2} ms | {:.2} ms | {:.3} ms | {:.0} | {:.3} ms |",
+            "| {n} | {} | {shard_bytes} | {delta_bytes} | {:.2} ms | {:.2} ms | {:.3} ms | {:.0} | {:.3} ms | {:.2} ms ({} shards) |",
             enc.manifest.shards,
             encode_time.as_secs_f64() * 1e3,
             full_time.as_secs_f64() * 1e3,
             one.as_secs_f64() * 1e3,
             full_time.as_secs_f64() / one.as_secs_f64().max(1e-9),
             term_time.as_secs_f64() * 1e3,
+            fold_time.as_secs_f64() * 1e3,
+            rewritten.len(),
         );
     }
 }

@@ -1,8 +1,8 @@
 //! What one change costs the published table, at 10 to 100,000 groups: the bytes a full
 //! shard rewrite and a delta write, and the reader's time to take a delta in (decode, apply,
 //! the table handed on) beside a full re-assembly, a new term's manifest on the same shards
-//! with its catch-up delta, and a fold's manifest on the shards it rewrote (P11). Prints figures; asserts nothing (machines
-//! here are shared: compare within one run).
+//! with its catch-up delta, and a fold's manifest on the shards it rewrote (P11). Prints
+//! figures; asserts nothing (machines here are shared: compare within one run).
 //!
 //! Run: `cargo bench -p healthroute-table --bench delta`
 

@@ -272,8 +272,8 @@ impl Publisher {
 
     /// Ends the delete of older deltas, if one is under way, cutting it short: before a new
     /// manifest, whose own deltas its selector (every base but the one before) would take if
-    /// it had not listed yet. What it had not deleted (or failed to) is deleted after the
-    /// next manifest; a change or a fold never waits for it.
+    /// it had not listed yet, and at a term's end. What it had not deleted (or failed to) is
+    /// deleted after the next manifest; a change or a fold never waits for it.
     pub(super) fn stop_deleting(&mut self) {
         let Some(deleting) = self.deleting.take() else {
             return;

@@ -237,9 +237,7 @@ impl Publisher {
         self.fold = None;
         // A deposed leader's delete must not outlive its term: its selector would take the
         // next leader's deltas too. (The term's read-back finds what is left.)
-        if let Some(deleting) = self.deleting.take() {
-            deleting.abort();
-        }
+        self.stop_deleting();
     }
 
     /// Publishes nothing below `generation` (the highest a resolver says it serves). A raise

@@ -147,12 +147,13 @@ impl WriteQueue {
         self.notify.notify_one();
     }
 
-    /// Makes room for `more` writes of `kind` beside those waiting, so that queuing them
+    /// Makes room for `total` writes of `kind`, those waiting included, so that queuing them
     /// does not grow the queue by doubling, each time rehashing what it holds (at a term's
     /// first table, 100,000 statuses may be owed). Room a burst did not use is given back
     /// once the queue is idle.
-    pub fn reserve(&self, kind: WriteKind, more: usize) {
+    pub fn reserve(&self, kind: WriteKind, total: usize) {
         let mut s = self.lock();
+        let more = total.saturating_sub(s.pending.len());
         s.pending.reserve(more);
         match kind {
             WriteKind::PeerCheck => s.first.reserve(more),

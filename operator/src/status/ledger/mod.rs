@@ -231,9 +231,11 @@ impl Ledger {
     /// Sizes what the settle of the awaiting groups fills (what was sent, the writes owed) for
     /// all of them at once: grown by doubling, the two maps were rehashed inside a step (at
     /// 57,344 groups, 39 ms of one step, which a change waited for) at a term's first table.
+    /// Room for as many entries as groups await, counting those held already: a second pass
+    /// over groups sent before does not double the maps.
     fn make_room(&mut self) {
         let groups = self.awaiting.len();
-        self.sent.reserve(groups);
+        self.sent.reserve(groups.saturating_sub(self.sent.len()));
         self.queue
             .reserve(WriteKind::Status(StatusKind::RecordGroup), groups);
     }

@@ -99,6 +99,8 @@ GROUP_API = "/apis/healthroute.io/v1alpha1"
 SLICE_API = "/apis/discovery.k8s.io/v1"
 LEASE_NAME = "healthroute-operator"
 MANAGED_BY = "scale-bench"
+# A table shard's ConfigMap (the contract's shard_name); the manifest and the deltas are not.
+SHARD_NAME = re.compile(r"healthroute-table-\d+")
 
 
 def log(msg):
@@ -208,17 +210,23 @@ class Kube:
     def get(self, path, ok=(200,), **kw):
         return self.call("GET", path, ok=ok, **kw)[1]
 
-    def watch(self, path):
+    def watch(self, path, metadata_only=False):
         """A watch of the collection at `path` (with its query) from now on, in a thread of its
-        own: `Watch.seen` collects (monotonic arrival time, event type, object name)."""
+        own: `Watch.seen` collects (monotonic arrival time, event type, object name). With
+        `metadata_only`, the API server sends each object's metadata alone (a table shard is
+        hundreds of KiB: this script neither parses it, holding its own polling back, nor adds a
+        full watcher's bytes to the API server's load)."""
         rv = self.get(path + ("&" if "?" in path else "?") + "limit=1")["metadata"]["resourceVersion"]
         if self.https:
             c = http.client.HTTPSConnection(self.host, self.port, context=self.ctx)
         else:
             c = http.client.HTTPConnection(self.host, self.port)
         sep = "&" if "?" in path else "?"
+        headers = dict(self.headers)
+        if metadata_only:
+            headers["Accept"] = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
         c.request("GET", f"{path}{sep}watch=1&resourceVersion={rv}&timeoutSeconds=3600",
-                  headers=self.headers)
+                  headers=headers)
         r = c.getresponse()
         if r.status != 200:
             c.close()
@@ -923,6 +931,7 @@ def early_flips(rows, what, kube, ns, hr_ns, dns, n, rng, leader, t0, seconds, p
     for stage in ("patch → slice event", "slice event → table event", "table event → both answer"):
         if stages.get(stage):
             rows.append((f"  {stage} ({len(stages[stage])} flips)", fmt_ms(stages[stage])))
+    rows.extend(fold_rows(each))
     if cpu.pids:
         rows.append((f"  CPU seconds a second meanwhile ({os.cpu_count()} CPUs in all)", cpu.row()))
     rows.extend(api)
@@ -964,11 +973,20 @@ def slowest(each, origin, top=5):
     def ms(a, b):
         return f"{(b - a) * 1000:.0f}" if a is not None and b is not None else "?"
     out = []
-    for t0, done, t1, t2 in sorted(each, key=lambda f: f[0] - f[1])[:top]:
+    for t0, done, t1, t2, folding in sorted(each, key=lambda f: f[0] - f[1])[:top]:
         # A table event after the answer (pushed deltas) is no stage of this flip.
         t2 = t2 if t2 is not None and t2 <= done else None
-        out.append(f"{t0 - origin:.1f} s: {(done - t0) * 1000:.0f} ms ({ms(t0, t1)}, {ms(t1, t2)}, {ms(t2, done)})")
+        fold = ", during a fold" if folding else ""
+        out.append(f"{t0 - origin:.1f} s: {(done - t0) * 1000:.0f} ms ({ms(t0, t1)}, {ms(t1, t2)}, {ms(t2, done)}{fold})")
     return "; ".join(out) or "n/a"
+
+
+def fold_rows(each):
+    """The flips during which a fold's shard was written, beside the others."""
+    folding = [(done - t0) for t0, done, *_, f in each if f]
+    rest = [(done - t0) for t0, done, *_, f in each if not f]
+    return [(f"  … a fold's shard written while they waited ({len(folding)} flips)", fmt_ms(folding)),
+            (f"  … no fold meanwhile ({len(rest)} flips)", fmt_ms(rest))] if folding and rest else []
 
 
 def api_rows(before, after):
@@ -1039,7 +1057,8 @@ def flips(kube, ns, hr_ns, resolvers, n, k, rng, servers=(), until=None, sent=No
               "table event → both answer": [], "both answer → table event (answered first)": []}
     try:
         slices = kube.watch(f"{SLICE_API}/namespaces/{ns}/endpointslices")
-        tables = kube.watch(f"/api/v1/namespaces/{hr_ns}/configmaps?labelSelector=healthroute.io%2Ftable")
+        tables = kube.watch(f"/api/v1/namespaces/{hr_ns}/configmaps?labelSelector=healthroute.io%2Ftable",
+                            metadata_only=True)
     except ApiError as e:
         log(f"no watches for the flips' stages: {e}")
         slices = tables = None
@@ -1089,6 +1108,12 @@ def flips(kube, ns, hr_ns, resolvers, n, k, rng, servers=(), until=None, sent=No
     for w in (slices, tables):
         if w:
             w.stop()
+    if each is not None:
+        # Whether a fold's shard was written while the flip waited (the API server's and the
+        # resolvers' busiest moments at 10,000 groups, #44).
+        shards = [t for t, kind, n, _ in list(tables.seen) if kind != "DELETED" and SHARD_NAME.fullmatch(n or "")] \
+            if tables else []
+        each[:] = [(*e[:4], any(e[0] <= t <= e[1] for t in shards)) for e in each]
     if tables:
         stages["delta event here → a resolver serves it (its log)"] = delta_lag(tables, servers)
     return both, patch_rtt, timeouts, stages
@@ -1593,7 +1618,8 @@ def main():
         steady_cpu = CpuShare(pids_now())
         api_before = apiserver_metrics(kube)
         wall_steady = time.time()
-        both, rtt, timeouts, stages = flips(kube, data_ns, hr_ns, dns, n, args.flips, rng, resolvers)
+        each = []
+        both, rtt, timeouts, stages = flips(kube, data_ns, hr_ns, dns, n, args.flips, rng, resolvers, each=each)
         steady_cpu_row = steady_cpu.row()
         steady_api = api_rows(api_before, apiserver_metrics(kube))
         after, etcd_after = leader.metrics(), scrape(args.etcd_metrics)
@@ -1604,6 +1630,7 @@ def main():
         for what, xs in stages.items():
             if xs:
                 rows.append((f"  {what} ({len(xs)} flips)", fmt_ms(xs)))
+        rows.extend(fold_rows(each))
         rows.append((f"  CPU seconds a second meanwhile ({os.cpu_count()} CPUs in all)", steady_cpu_row))
         rows.extend(steady_api)
         rows.append(compactions(etcd_before, etcd_after, wall_steady))

@@ -62,6 +62,9 @@ async fn expect(
             "{uri}"
         );
     }
+    if method == "PUT" || method == "POST" {
+        assert!(uri.contains("fieldManager=healthroute-operator"), "{uri}");
+    }
     let body = body_json(req).await;
     respond(send, &reply(&body));
     body
@@ -109,9 +112,10 @@ async fn publisher_writes_shards_then_manifest_and_only_changes() {
         )
         .await;
         for i in 0..5 {
+            // Each object replaced whole (created where the server has none: not here).
             let body = expect(
                 &mut handle,
-                "PATCH",
+                "PUT",
                 "/api/v1/namespaces/healthroute/configmaps/healthroute-table",
                 |b| b.clone(),
             )
@@ -161,10 +165,11 @@ async fn publisher_writes_shards_then_manifest_and_only_changes() {
         .compiler
         .table();
     let server = tokio::spawn(async move {
+        // A delta is a new object: created.
         expect(
             &mut handle,
-            "PATCH",
-            "/api/v1/namespaces/healthroute/configmaps/healthroute-table-delta-2",
+            "POST",
+            "/api/v1/namespaces/healthroute/configmaps?",
             |b| b.clone(),
         )
         .await
@@ -183,6 +188,7 @@ async fn publisher_writes_shards_then_manifest_and_only_changes() {
     );
     assert_eq!(report.generation, 2);
     let delta = server.await.expect("server");
+    assert_eq!(delta["metadata"]["name"], "healthroute-table-delta-2");
     assert_eq!(delta["metadata"]["labels"]["healthroute.io/table"], "delta");
     assert_eq!(
         delta["metadata"]["labels"]["healthroute.io/table-base"],
@@ -200,8 +206,8 @@ async fn publisher_writes_shards_then_manifest_and_only_changes() {
     assert_eq!(assembled.generation, 2);
 }
 
-/// Answers every request until none comes for a while: PATCH bodies echoed (and returned, in
-/// order), anything else an empty success.
+/// Answers every request until none comes for a while: written objects echoed (and returned,
+/// in order), anything else an empty success.
 async fn answer_all(handle: &mut Handle) -> Vec<Json> {
     let mut patched = Vec::new();
     while let Ok(Some((req, send))) =
@@ -209,7 +215,7 @@ async fn answer_all(handle: &mut Handle) -> Vec<Json> {
     {
         let method = req.method().as_str().to_owned();
         let body = body_json(req).await;
-        if method == "PATCH" {
+        if matches!(method.as_str(), "PUT" | "POST") {
             respond(send, &body);
             patched.push(body);
         } else {
@@ -515,7 +521,7 @@ async fn a_pushed_delta_comes_before_its_write_and_a_failed_write_goes_above_it(
         .table();
     let server = tokio::spawn(async move {
         let (req, send) = handle.next_request().await.expect("the delta's write");
-        assert_eq!(req.method(), "PATCH");
+        assert_eq!(req.method(), "POST", "a delta is created");
         let body = body_json(req).await;
         let (auth, pushed) = tokio::time::timeout(Duration::from_secs(5), pushes.recv())
             .await
@@ -581,7 +587,7 @@ async fn metrics_sent(metrics: &healthroute_operator::push::PushMetrics) -> u64 
 }
 
 /// An API server stand-in that takes everything: an empty list for a GET, the object back
-/// for a PATCH, success for the rest. Runs until the client is dropped.
+/// for a write, success for the rest. Runs until the client is dropped.
 fn take_everything(mut handle: Handle) {
     tokio::spawn(async move {
         while let Some((req, send)) = handle.next_request().await {
@@ -591,7 +597,7 @@ fn take_everything(mut handle: Handle) {
                 "GET" => {
                     json!({"apiVersion": "v1", "kind": "ConfigMapList", "metadata": {}, "items": []})
                 }
-                "PATCH" => body,
+                "PATCH" | "PUT" | "POST" => body,
                 _ => json!({"apiVersion": "v1", "kind": "Status", "status": "Success"}),
             };
             respond(send, &reply);

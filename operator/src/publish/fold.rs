@@ -12,20 +12,23 @@ use kube::api::{DeleteParams, ListParams};
 use super::{Publisher, timed};
 use crate::error::Error;
 
-/// A fold starts when this many deltas lie on a manifest of up to 8 shards ...
-pub const FOLD_AFTER_DELTAS: usize = 64;
-/// ... or when they hold this many bytes together; a reader that starts reads them all.
+/// A fold starts when this many deltas lie on a manifest of up to 32 shards ...
+pub const FOLD_AFTER_DELTAS: usize = 256;
+/// ... or when they hold this many bytes together for every 8 shards; a reader that starts
+/// reads them all.
 pub const FOLD_AFTER_BYTES: usize = 256 * 1024;
 
 /// Whether `deltas` (how many, how many bytes) on a manifest of `shards` shards call for a
-/// fold, `times` the threshold. The threshold grows with the table past 8 shards: a fold
-/// rewrites up to every shard (about 256 KiB each), so a fixed 64 deltas would cost each
-/// change half a shard at 100,000 groups; 8 deltas per shard (rounded up to 8 shards) keep a fold at
-/// about 32 KiB per change at any size, and the deltas a starting resolver reads beside
-/// the shards at about an eighth of the table's bytes.
+/// fold, `times` the threshold. A fold rewrites up to every shard (about 256 KiB each), and
+/// at 10,000 groups (8 shards) that is nearly every shard: the flips that met one waited for
+/// it (a few in a minute, the slowest ones, #44). The count grows by 256 for every 32
+/// shards, so that a fold costs at most about 32 KiB per change at any size (8 KiB at 8
+/// shards) and the deltas stay a few hundred objects for every 32 shards; the bytes, by
+/// 256 KiB for every 8 shards, keep what a starting resolver reads beside the shards to about
+/// an eighth of the table's bytes at most.
 pub fn fold_due(deltas: (usize, usize), shards: u32, times: usize) -> bool {
-    let scale = (shards as usize).div_ceil(8).max(1) * times;
-    deltas.0 >= FOLD_AFTER_DELTAS * scale || deltas.1 >= FOLD_AFTER_BYTES * scale
+    let per = |n: usize| (shards as usize).div_ceil(n).max(1) * times;
+    deltas.0 >= FOLD_AFTER_DELTAS * per(32) || deltas.1 >= FOLD_AFTER_BYTES * per(8)
 }
 
 /// Deletes of older manifests' deltas a second: at a takeover at 100,000 groups the old
@@ -318,25 +321,28 @@ impl Publisher {
 mod tests {
     use super::*;
 
-    // SEM-P11: the fold threshold is 64 deltas or 256 KiB up to 8 shards, and grows with the
-    // table past that, so that a fold costs about 32 KiB per change at any size.
+    // SEM-P11: the fold threshold is 256 deltas up to 32 shards or 256 KiB up to 8 shards,
+    // and grows with the table past that, so that a fold costs at most about 32 KiB per
+    // change at any size.
     #[test]
     fn the_fold_threshold_grows_with_the_table() {
+        // 10,000 groups: 8 shards.
         let small = 8;
-        assert!(!fold_due((63, 63 * 600), small, 1));
-        assert!(fold_due((64, 64 * 600), small, 1));
+        assert!(!fold_due((255, 255 * 360), small, 1));
+        assert!(fold_due((256, 256 * 360), small, 1));
         assert!(fold_due((3, FOLD_AFTER_BYTES), small, 1));
-        // 100,000 groups: 117 shards, 15 times the threshold.
+        // 100,000 groups: 117 shards, 4 times the count and 15 times the bytes.
         let large = 117;
-        assert!(!fold_due((64, 64 * 600), large, 1));
-        assert!(!fold_due((959, 959 * 600), large, 1));
-        assert!(fold_due((960, 960 * 600), large, 1));
+        assert!(!fold_due((256, 256 * 600), large, 1));
+        assert!(!fold_due((1023, 1023 * 600), large, 1));
+        assert!(fold_due((1024, 1024 * 600), large, 1));
+        assert!(!fold_due((10, 15 * FOLD_AFTER_BYTES - 1), large, 1));
         assert!(fold_due((10, 15 * FOLD_AFTER_BYTES), large, 1));
         // Twice the threshold: a fold no longer gives way to changes.
-        assert!(!fold_due((1919, 0), large, 2));
-        assert!(fold_due((1920, 0), large, 2));
+        assert!(!fold_due((2047, 0), large, 2));
+        assert!(fold_due((2048, 0), large, 2));
         // Before a first manifest (no shards yet), the base threshold.
-        assert!(fold_due((64, 0), 0, 1));
+        assert!(fold_due((256, 0), 0, 1));
         // The amortised cost: a fold rewrites at most every shard (about 256 KiB each).
         for shards in [1_u32, 8, 21, 117, 400] {
             let deltas = (1..)
@@ -347,6 +353,9 @@ mod tests {
                 per_change <= 33 * 1024,
                 "{shards} shards: {per_change} bytes per change"
             );
+            if shards <= 8 {
+                assert!(per_change <= 8 * 1024, "{shards} shards: {per_change}");
+            }
         }
     }
 }

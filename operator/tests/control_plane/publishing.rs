@@ -130,7 +130,8 @@ async fn a_full_tables_shards_are_written_four_at_a_time() {
 // written at all.
 #[tokio::test]
 async fn a_change_during_a_folds_shard_write_goes_out_at_once() {
-    let n = 40;
+    // Enough groups that g30 and g31 are still unready when the fold starts.
+    let n = FOLD_AFTER_DELTAS - 16;
     let (api, running, _) = leader_published(Settings::default(), n).await;
     api.set(|s| s.shard_write_delay = Duration::from_secs(3600));
     // One change at a time until the fold starts: every group unready, then the first ones

@@ -7,6 +7,7 @@
 //! precondition.
 
 use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -37,17 +38,28 @@ pub struct Seen {
 }
 
 impl Seen {
+    /// The table ConfigMap this request writes, by name: a replace names it in the path, a
+    /// create in the body.
+    fn table_write(&self) -> Option<&str> {
+        let path = self.path.split('?').next().unwrap_or_default();
+        match self.method.as_str() {
+            "PUT" => path.split("/configmaps/").nth(1),
+            "POST" if path.ends_with("/configmaps") => self.body["metadata"]["name"].as_str(),
+            _ => None,
+        }
+        .filter(|name| name.starts_with(healthroute_operator::publish::TABLE_NAME))
+    }
     /// A write of the table manifest ConfigMap.
     pub fn is_manifest_write(&self) -> bool {
-        self.method == "PATCH" && self.path.contains("/configmaps/healthroute-table?")
+        self.table_write() == Some(healthroute_operator::publish::TABLE_NAME)
     }
     pub fn is_shard_write(&self) -> bool {
-        self.method == "PATCH"
-            && self.path.contains("/configmaps/healthroute-table-")
-            && !self.is_delta_write()
+        self.table_write()
+            .is_some_and(|name| healthroute_table::contract::shard_index(name).is_some())
     }
     pub fn is_delta_write(&self) -> bool {
-        self.method == "PATCH" && self.path.contains("/configmaps/healthroute-table-delta-")
+        self.table_write()
+            .is_some_and(|name| name.contains("-delta-"))
     }
     /// A write that makes a new table generation available to the resolvers: a manifest, or
     /// a delta on one (P11).
@@ -374,9 +386,37 @@ impl FakeApi {
                     &json!({"apiVersion": "v1", "kind": "ConfigMapList", "metadata": {"resourceVersion": "1"}, "items": items}),
                 );
             }
-            "PATCH" if is_table => {
-                self.lock().configmaps.insert(name, body.clone());
-                reply(send, 200, &body);
+            // The publisher's writes: a replace of what is there, a create of what is not.
+            "PUT" | "POST" if is_table => {
+                let create = method == "POST";
+                let name = if create {
+                    body["metadata"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned()
+                } else {
+                    name
+                };
+                let written = match self.lock().configmaps.entry(name) {
+                    Entry::Occupied(mut at) if !create => {
+                        at.insert(body.clone());
+                        Ok(200)
+                    }
+                    Entry::Vacant(at) if create => {
+                        at.insert(body.clone());
+                        Ok(201)
+                    }
+                    Entry::Occupied(_) => Err((409, "AlreadyExists")),
+                    Entry::Vacant(_) => Err((404, "NotFound")),
+                };
+                match written {
+                    Ok(code) => reply(send, code, &body),
+                    Err((code, reason)) => reply(
+                        send,
+                        code,
+                        &json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason, "code": code}),
+                    ),
+                }
             }
             "DELETE" if is_table && name == "configmaps" => {
                 // A delete of a collection, by label selector (the publisher's old deltas).

@@ -17,8 +17,7 @@ const READ: &[&str] = &["get", "list", "watch"];
 
 /// The operator: watches everything it compiles (and the Nodes, for zonal autoshift's
 /// detection, AS3), writes status, creates and deletes the Peer checks peer sources need
-/// (X4), publishes the table (server-side apply creates or patches ConfigMaps), and holds the
-/// leader Lease.
+/// (X4), publishes the table (creates and replaces ConfigMaps), and holds the leader Lease.
 pub const OPERATOR: &[Access] = &[
     Access {
         api_group: "healthroute.io",
@@ -109,16 +108,11 @@ pub const OPERATOR: &[Access] = &[
     Access {
         api_group: "",
         resource: "configmaps",
-        // delete: shards a smaller table no longer uses; deletecollection: the deltas of
-        // older manifests (P11).
-        verbs: &[
-            "get",
-            "list",
-            "create",
-            "patch",
-            "delete",
-            "deletecollection",
-        ],
+        // create and update: each table object is written whole (P11); patch: the operator
+        // of the release before, which server-side applied them, publishes until an
+        // upgrade's rollout replaces it; delete: the deltas of older manifests and the shards
+        // a smaller table no longer uses, one at a time.
+        verbs: &["get", "list", "create", "update", "patch", "delete"],
         cluster: false,
     },
     // watch: the checker Leases (H7) and the resolvers' registrations (P4, P12). delete:

@@ -1181,6 +1181,16 @@ def cluster_pid(cluster_dir, name):
     return None
 
 
+def cluster_cpu_seconds(cluster_dir, name):
+    """User + system CPU seconds of one of the loopback cluster's processes (its pid file);
+    exits when it does not run (the cost benches read the API server's and etcd's)."""
+    pid = cluster_pid(cluster_dir, name)
+    seconds = cpu_seconds(pid) if pid else None
+    if seconds is None:
+        sys.exit(f"no running {name} in {cluster_dir}/run")
+    return seconds
+
+
 # --- the run ----------------------------------------------------------------------------------
 
 def stand_in(n, k):

@@ -31,15 +31,6 @@ GROUP_API = "/apis/healthroute.io/v1alpha1"
 MANAGER = "healthroute-operator"
 
 
-def cpu_seconds(cluster_dir, name):
-    """User + system CPU seconds of one of the cluster's processes (its pid file)."""
-    pid = scale.cluster_pid(cluster_dir, name)
-    seconds = scale.cpu_seconds(pid) if pid else None
-    if seconds is None:
-        sys.exit(f"no running {name} in {cluster_dir}/run")
-    return seconds
-
-
 def status_with(obj, message):
     status = copy.deepcopy(obj.get("status") or {})
     conditions = status.setdefault("conditions", [])
@@ -82,7 +73,8 @@ def run(kube, ns, method, groups, round_no, cluster_dir, in_flight=8):
             with lock:
                 latencies.append(time.monotonic() - started)
 
-    api0, etcd0 = cpu_seconds(cluster_dir, "kube-apiserver"), cpu_seconds(cluster_dir, "etcd")
+    api0 = scale.cluster_cpu_seconds(cluster_dir, "kube-apiserver")
+    etcd0 = scale.cluster_cpu_seconds(cluster_dir, "etcd")
     t0 = time.monotonic()
     threads = [threading.Thread(target=worker, daemon=True) for _ in range(in_flight)]
     for t in threads:
@@ -90,8 +82,8 @@ def run(kube, ns, method, groups, round_no, cluster_dir, in_flight=8):
     for t in threads:
         t.join(timeout=600)
     wall = time.monotonic() - t0
-    api = cpu_seconds(cluster_dir, "kube-apiserver") - api0
-    etcd = cpu_seconds(cluster_dir, "etcd") - etcd0
+    api = scale.cluster_cpu_seconds(cluster_dir, "kube-apiserver") - api0
+    etcd = scale.cluster_cpu_seconds(cluster_dir, "etcd") - etcd0
     latencies.sort()
     n = len(latencies)
     return (f"| {method} | {n} in {wall:.1f} s ({n / wall:.0f}/s) | {1000 * api / n:.2f} ms | {1000 * etcd / n:.2f} ms "

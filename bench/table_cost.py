@@ -30,15 +30,6 @@ import scale  # noqa: E402  (its small API client)
 MANAGER = "healthroute-operator"
 
 
-def cpu_seconds(cluster_dir, name):
-    """User + system CPU seconds of one of the cluster's processes (its pid file)."""
-    pid = scale.cluster_pid(cluster_dir, name)
-    seconds = scale.cpu_seconds(pid) if pid else None
-    if seconds is None:
-        sys.exit(f"no running {name} in {cluster_dir}/run")
-    return seconds
-
-
 def shard_json(kib, salt):
     """A shard-like JSON document of about `kib` KiB (groups of records, as the table holds),
     whose content `salt` changes."""
@@ -108,15 +99,16 @@ def run(kube, ns, method, writes, kib, cluster_dir, round_no):
     write(kube, ns, method, name, shard_json(kib, 0))
     bodies = [shard_json(kib, round_no * writes + k + 1) for k in range(writes)]
     latencies = []
-    api0, etcd0 = cpu_seconds(cluster_dir, "kube-apiserver"), cpu_seconds(cluster_dir, "etcd")
+    api0 = scale.cluster_cpu_seconds(cluster_dir, "kube-apiserver")
+    etcd0 = scale.cluster_cpu_seconds(cluster_dir, "etcd")
     t0 = time.monotonic()
     for body in bodies:
         started = time.monotonic()
         write(kube, ns, method, name, body)
         latencies.append(time.monotonic() - started)
     wall = time.monotonic() - t0
-    api = cpu_seconds(cluster_dir, "kube-apiserver") - api0
-    etcd = cpu_seconds(cluster_dir, "etcd") - etcd0
+    api = scale.cluster_cpu_seconds(cluster_dir, "kube-apiserver") - api0
+    etcd = scale.cluster_cpu_seconds(cluster_dir, "etcd") - etcd0
     latencies.sort()
     n = len(latencies)
     return (f"| {method} | {n} in {wall:.1f} s | {1000 * api / n:.1f} ms | {1000 * etcd / n:.1f} ms "

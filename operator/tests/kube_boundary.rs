@@ -263,6 +263,127 @@ async fn first_table(
     handle
 }
 
+/// Answers one request with an API server's failure `code` (`reason`), after checking its
+/// method and path; returns its body.
+async fn refuse(
+    handle: &mut Handle,
+    method: &str,
+    path_prefix: &str,
+    code: u16,
+    reason: &str,
+) -> Json {
+    let (req, send) = tokio::time::timeout(Duration::from_secs(5), handle.next_request())
+        .await
+        .expect("a request in time")
+        .expect("a request");
+    assert_eq!(req.method().as_str(), method, "{}", req.uri());
+    let uri = req.uri().to_string();
+    assert!(uri.starts_with(path_prefix), "{uri}");
+    let body = body_json(req).await;
+    fail(send, code, reason);
+    body
+}
+
+/// An API server's failure: `code`, with a Status of `reason`.
+fn fail(send: tower_test::mock::SendResponse<Response<Body>>, code: u16, reason: &str) {
+    let status = json!({"apiVersion": "v1", "kind": "Status", "status": "Failure",
+                        "reason": reason, "code": code});
+    send.send_response(
+        Response::builder()
+            .status(code)
+            .body(Body::from(serde_json::to_vec(&status).expect("json")))
+            .expect("response"),
+    );
+}
+
+/// Answers the writes of `n` table objects as a server that holds none of them: each replace
+/// 404, then its create taken. The names created, in order (shards go out several at once).
+async fn created_after_replace(handle: &mut Handle, n: usize) -> Vec<String> {
+    let (mut refused, mut created) = (Vec::new(), Vec::new());
+    while created.len() < n {
+        let (req, send) = tokio::time::timeout(Duration::from_secs(5), handle.next_request())
+            .await
+            .expect("a request in time")
+            .expect("a request");
+        let method = req.method().as_str().to_owned();
+        let uri = req.uri().to_string();
+        assert!(uri.contains("fieldManager=healthroute-operator"), "{uri}");
+        let body = body_json(req).await;
+        let name = body["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        match method.as_str() {
+            "PUT" => {
+                assert!(uri.contains(&format!("/configmaps/{name}?")), "{uri}");
+                refused.push(name);
+                fail(send, 404, "NotFound");
+            }
+            "POST" => {
+                assert!(refused.contains(&name), "{name} created before its replace");
+                created.push(name);
+                respond(send, &body);
+            }
+            other => panic!("{other} {uri}"),
+        }
+    }
+    created
+}
+
+// SEM-P11: each table object is written whole, as the server needs it: a shard or the
+// manifest the server does not hold yet is created after its replace finds nothing, and a
+// delta a failed write left on the server is replaced after its create finds it there.
+#[tokio::test]
+async fn a_table_object_is_created_or_replaced_as_the_server_needs() {
+    let (client, mut handle) = mock();
+    let mut publisher = Publisher::new(Api::<ConfigMap>::namespaced(client, "healthroute"), 2);
+    let table = index_with(&[("a", "192.0.2.1"), ("b", "192.0.2.2")])
+        .compiler
+        .table();
+    let server =
+        tokio::spawn(async move {
+            expect(&mut handle, "GET", "/api/v1/namespaces/healthroute/configmaps", |_| {
+            json!({"apiVersion": "v1", "kind": "ConfigMapList", "metadata": {}, "items": []})
+        })
+        .await;
+            let created = created_after_replace(&mut handle, 3).await;
+            (created, handle)
+        });
+    let report = publisher.publish(&table, || true).await.expect("publishes");
+    assert!(report.manifest_written);
+    let (created, mut handle) = server.await.expect("server");
+    assert_eq!(created.len(), 3, "{created:?}");
+    assert_eq!(created[2], TABLE_NAME, "the manifest last: {created:?}");
+
+    let changed = index_with(&[("a", "192.0.2.1"), ("b", "192.0.2.99")])
+        .compiler
+        .table();
+    let server = tokio::spawn(async move {
+        let post = refuse(
+            &mut handle,
+            "POST",
+            "/api/v1/namespaces/healthroute/configmaps?",
+            409,
+            "AlreadyExists",
+        )
+        .await;
+        let put = expect(
+            &mut handle,
+            "PUT",
+            "/api/v1/namespaces/healthroute/configmaps/healthroute-table-delta-2?",
+            |b| b.clone(),
+        )
+        .await;
+        assert_eq!(post, put, "the same delta, replaced");
+    });
+    let report = publisher
+        .publish(&changed, || true)
+        .await
+        .expect("publishes");
+    assert!(report.delta_written, "{report:?}");
+    server.await.expect("server");
+}
+
 // SEM-P4: a resolver that reports serving a generation above the leader's (a stale disk
 // snapshot) makes the next change a full table numbered above it, not a delta after
 // generations no reader has: a resolver on the old manifest assembles it.

@@ -187,7 +187,7 @@ impl Publisher {
             }
             let (hash, data) = (hash.clone(), String::from_utf8_lossy(json).into_owned());
             let bytes = data.len();
-            let write = self.apply(&name, SHARD, &hash, None, data);
+            let write = self.write_object(&name, SHARD, &hash, None, data);
             if yielding {
                 tokio::select! {
                     biased;

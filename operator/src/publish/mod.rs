@@ -19,9 +19,8 @@
 //! are not rewritten). After that, each change is one
 //! delta object (`healthroute-table-delta-<generation>`): the groups that changed, on top of
 //! the manifest, so that a change costs what changed (P11). When the deltas since the manifest
-//! pass [`FOLD_AFTER_DELTAS`] or [`FOLD_AFTER_BYTES`] (growing with the table: [`fold_due`]), a fold
-//! writes them into the shards and a
-//! new manifest, one write at a time between changes, never in a change's way: a change that
+//! pass [`FOLD_AFTER_DELTAS`] or [`FOLD_AFTER_BYTES`] (growing with the table:
+//! [`fold_due`]), a fold writes them into the shards and a new manifest, one write at a time between changes, never in a change's way: a change that
 //! arrives during a fold is a delta on the old manifest, and the fold ends with a catch-up
 //! delta on the new manifest written before it, so the new manifest never serves anything
 //! older than what was served. The deltas of older manifests are then deleted beside the
@@ -264,7 +263,7 @@ impl Publisher {
     /// apply made the API server merge a 360 KiB shard field by field with the one it held:
     /// 41-48 ms of its CPU a shard against 15-30 ms for a replace, and 5.2 ms against 4.0 ms
     /// for a small object's round trip (`bench/table_cost.py`, #44).
-    async fn apply(
+    async fn write_object(
         &self,
         name: &str,
         role: &str,

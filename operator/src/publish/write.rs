@@ -63,7 +63,7 @@ impl Publisher {
                 // P12: the resolvers have it while its ConfigMap is being written.
                 let pushed = self.pusher.as_mut().is_some_and(|p| p.push(&body) > 0);
                 let written = self
-                    .apply(
+                    .write_object(
                         &delta_name(delta.generation),
                         DELTA,
                         &hash,
@@ -143,7 +143,7 @@ impl Publisher {
                 return Err(Error::NotLeader);
             }
             let writes = batch.iter().map(|(name, hash, json)| {
-                self.apply(
+                self.write_object(
                     name,
                     SHARD,
                     hash,
@@ -264,7 +264,7 @@ impl Publisher {
             bytes += body.len();
             let delta_bytes = body.len();
             let delta_hash = published::content_hash(body.as_bytes());
-            self.apply(
+            self.write_object(
                 &delta_name(delta.generation),
                 DELTA,
                 &delta_hash,
@@ -279,7 +279,8 @@ impl Publisher {
         if !still_leader() {
             return Err(Error::NotLeader);
         }
-        self.apply(TABLE_NAME, MANIFEST, &hash, None, body).await?;
+        self.write_object(TABLE_NAME, MANIFEST, &hash, None, body)
+            .await?;
         self.written.insert(TABLE_NAME.to_owned(), hash.clone());
         self.generation = generation;
         self.manifest = Some((manifest.clone(), hash));

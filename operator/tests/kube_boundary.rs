@@ -237,6 +237,17 @@ fn feed(resolver: &mut Assembler, written: &[Json]) {
     }
 }
 
+/// Answers a term's read-back of the table: nothing published.
+async fn list_nothing(handle: &mut Handle) {
+    expect(
+        handle,
+        "GET",
+        "/api/v1/namespaces/healthroute/configmaps",
+        |_| json!({"apiVersion": "v1", "kind": "ConfigMapList", "metadata": {}, "items": []}),
+    )
+    .await;
+}
+
 /// A term's first table (groups a and b), published on an empty server and assembled by
 /// `resolver` as generation 1; the API server's handle back.
 async fn first_table(
@@ -247,15 +258,11 @@ async fn first_table(
     let table = index_with(&[("a", "192.0.2.1"), ("b", "192.0.2.2")])
         .compiler
         .table();
-    let server =
-        tokio::spawn(async move {
-            expect(&mut handle, "GET", "/api/v1/namespaces/healthroute/configmaps", |_| {
-            json!({"apiVersion": "v1", "kind": "ConfigMapList", "metadata": {}, "items": []})
-        })
-        .await;
-            let written = answer_all(&mut handle).await;
-            (written, handle)
-        });
+    let server = tokio::spawn(async move {
+        list_nothing(&mut handle).await;
+        let written = answer_all(&mut handle).await;
+        (written, handle)
+    });
     publisher.publish(&table, || true).await.expect("publishes");
     let (written, handle) = server.await.expect("server");
     feed(resolver, &written);
@@ -340,15 +347,11 @@ async fn a_table_object_is_created_or_replaced_as_the_server_needs() {
     let table = index_with(&[("a", "192.0.2.1"), ("b", "192.0.2.2")])
         .compiler
         .table();
-    let server =
-        tokio::spawn(async move {
-            expect(&mut handle, "GET", "/api/v1/namespaces/healthroute/configmaps", |_| {
-            json!({"apiVersion": "v1", "kind": "ConfigMapList", "metadata": {}, "items": []})
-        })
-        .await;
-            let created = created_after_replace(&mut handle, 3).await;
-            (created, handle)
-        });
+    let server = tokio::spawn(async move {
+        list_nothing(&mut handle).await;
+        let created = created_after_replace(&mut handle, 3).await;
+        (created, handle)
+    });
     let report = publisher.publish(&table, || true).await.expect("publishes");
     assert!(report.manifest_written);
     let (created, mut handle) = server.await.expect("server");
@@ -843,15 +846,11 @@ async fn the_table_is_owned_by_the_operators_service_account() {
         Api::<ConfigMap>::namespaced(client.clone(), "healthroute"),
         2,
     );
-    let server =
-        tokio::spawn(async move {
-            expect(&mut handle, "GET", "/api/v1/namespaces/healthroute/configmaps", |_| {
-            json!({"apiVersion": "v1", "kind": "ConfigMapList", "metadata": {}, "items": []})
-        })
-        .await;
-            let written = answer_all(&mut handle).await;
-            (written, handle)
-        });
+    let server = tokio::spawn(async move {
+        list_nothing(&mut handle).await;
+        let written = answer_all(&mut handle).await;
+        (written, handle)
+    });
     unowned.publish(&table, || true).await.expect("publishes");
     let (before, mut handle) = server.await.expect("server");
     assert_eq!(before.len(), 3, "two shards and the manifest");

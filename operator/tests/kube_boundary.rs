@@ -39,13 +39,11 @@ fn respond(send: tower_test::mock::SendResponse<Response<Body>>, value: &Json) {
     );
 }
 
-/// Answers one request: asserts its method and path prefix, returns its JSON body.
-async fn expect(
-    handle: &mut Handle,
-    method: &str,
-    path_prefix: &str,
-    reply: impl FnOnce(&Json) -> Json,
-) -> Json {
+type Reply = tower_test::mock::SendResponse<Response<Body>>;
+
+/// The next request, in time: asserts its method and path prefix (and, for a write, the
+/// operator's field manager); its JSON body and where its answer goes.
+async fn next(handle: &mut Handle, method: &str, path_prefix: &str) -> (Json, Reply) {
     let (req, send) = tokio::time::timeout(Duration::from_secs(5), handle.next_request())
         .await
         .expect("a request in time")
@@ -65,7 +63,17 @@ async fn expect(
     if method == "PUT" || method == "POST" {
         assert!(uri.contains("fieldManager=healthroute-operator"), "{uri}");
     }
-    let body = body_json(req).await;
+    (body_json(req).await, send)
+}
+
+/// Answers one request: asserts its method and path prefix, returns its JSON body.
+async fn expect(
+    handle: &mut Handle,
+    method: &str,
+    path_prefix: &str,
+    reply: impl FnOnce(&Json) -> Json,
+) -> Json {
+    let (body, send) = next(handle, method, path_prefix).await;
     respond(send, &reply(&body));
     body
 }
@@ -279,20 +287,13 @@ async fn refuse(
     code: u16,
     reason: &str,
 ) -> Json {
-    let (req, send) = tokio::time::timeout(Duration::from_secs(5), handle.next_request())
-        .await
-        .expect("a request in time")
-        .expect("a request");
-    assert_eq!(req.method().as_str(), method, "{}", req.uri());
-    let uri = req.uri().to_string();
-    assert!(uri.starts_with(path_prefix), "{uri}");
-    let body = body_json(req).await;
+    let (body, send) = next(handle, method, path_prefix).await;
     fail(send, code, reason);
     body
 }
 
 /// An API server's failure: `code`, with a Status of `reason`.
-fn fail(send: tower_test::mock::SendResponse<Response<Body>>, code: u16, reason: &str) {
+fn fail(send: Reply, code: u16, reason: &str) {
     let status = json!({"apiVersion": "v1", "kind": "Status", "status": "Failure",
                         "reason": reason, "code": code});
     send.send_response(

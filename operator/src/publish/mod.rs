@@ -20,8 +20,9 @@
 //! delta object (`healthroute-table-delta-<generation>`): the groups that changed, on top of
 //! the manifest, so that a change costs what changed (P11). When the deltas since the manifest
 //! pass [`FOLD_AFTER_DELTAS`] or [`FOLD_AFTER_BYTES`] (growing with the table:
-//! [`fold_due`]), a fold writes them into the shards and a new manifest, one write at a time between changes, never in a change's way: a change that
-//! arrives during a fold is a delta on the old manifest, and the fold ends with a catch-up
+//! [`fold_due`]), a fold writes them into the shards and a new manifest, one write at a time
+//! between changes, never in a change's way: a change that arrives during a fold is a delta
+//! on the old manifest, and the fold ends with a catch-up
 //! delta on the new manifest written before it, so the new manifest never serves anything
 //! older than what was served. The deltas of older manifests are then deleted beside the
 //! publisher, [`DELETE_PACE`] a second; a new manifest cuts that short. The generation in the

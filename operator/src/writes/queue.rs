@@ -79,12 +79,17 @@ impl QueueState {
         }
     }
 
+    /// The keys of `kind`'s rank, oldest first: Peer checks go before the others.
+    fn rank(&mut self, kind: WriteKind) -> &mut VecDeque<WriteKey> {
+        match kind {
+            WriteKind::PeerCheck => &mut self.first,
+            WriteKind::Status(_) | WriteKind::EngineShift => &mut self.ready,
+        }
+    }
+
     /// `key` may be sent: behind the others of its rank.
     fn enqueue(&mut self, key: WriteKey) {
-        match key.0 {
-            WriteKind::PeerCheck => self.first.push_back(key),
-            WriteKind::Status(_) | WriteKind::EngineShift => self.ready.push_back(key),
-        }
+        self.rank(key.0).push_back(key);
     }
 
     /// Puts `write` in `pending`; true when no write of its object was pending.
@@ -155,10 +160,7 @@ impl WriteQueue {
         let mut s = self.lock();
         let more = total.saturating_sub(s.pending.len());
         s.pending.reserve(more);
-        match kind {
-            WriteKind::PeerCheck => s.first.reserve(more),
-            WriteKind::Status(_) | WriteKind::EngineShift => s.ready.reserve(more),
-        }
+        s.rank(kind).reserve(more);
     }
 
     /// Room for pending writes, without growing.

@@ -1191,6 +1191,23 @@ def cluster_cpu_seconds(cluster_dir, name):
     return seconds
 
 
+class ClusterCost:
+    """The wall time, and the API server's and etcd's CPU seconds, from now until `spent()`:
+    what the cost benches (status_cost.py, table_cost.py) divide by their writes."""
+
+    def __init__(self, cluster_dir):
+        self.cluster_dir = cluster_dir
+        self.api0 = cluster_cpu_seconds(cluster_dir, "kube-apiserver")
+        self.etcd0 = cluster_cpu_seconds(cluster_dir, "etcd")
+        self.t0 = time.monotonic()
+
+    def spent(self):
+        """(wall seconds, API server CPU seconds, etcd CPU seconds) since the start."""
+        wall = time.monotonic() - self.t0
+        return (wall, cluster_cpu_seconds(self.cluster_dir, "kube-apiserver") - self.api0,
+                cluster_cpu_seconds(self.cluster_dir, "etcd") - self.etcd0)
+
+
 # --- the run ----------------------------------------------------------------------------------
 
 def stand_in(n, k):

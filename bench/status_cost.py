@@ -73,17 +73,13 @@ def run(kube, ns, method, groups, round_no, cluster_dir, in_flight=8):
             with lock:
                 latencies.append(time.monotonic() - started)
 
-    api0 = scale.cluster_cpu_seconds(cluster_dir, "kube-apiserver")
-    etcd0 = scale.cluster_cpu_seconds(cluster_dir, "etcd")
-    t0 = time.monotonic()
+    cost = scale.ClusterCost(cluster_dir)
     threads = [threading.Thread(target=worker, daemon=True) for _ in range(in_flight)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(timeout=600)
-    wall = time.monotonic() - t0
-    api = scale.cluster_cpu_seconds(cluster_dir, "kube-apiserver") - api0
-    etcd = scale.cluster_cpu_seconds(cluster_dir, "etcd") - etcd0
+    wall, api, etcd = cost.spent()
     latencies.sort()
     n = len(latencies)
     return (f"| {method} | {n} in {wall:.1f} s ({n / wall:.0f}/s) | {1000 * api / n:.2f} ms | {1000 * etcd / n:.2f} ms "

@@ -99,16 +99,12 @@ def run(kube, ns, method, writes, kib, cluster_dir, round_no):
     write(kube, ns, method, name, shard_json(kib, 0))
     bodies = [shard_json(kib, round_no * writes + k + 1) for k in range(writes)]
     latencies = []
-    api0 = scale.cluster_cpu_seconds(cluster_dir, "kube-apiserver")
-    etcd0 = scale.cluster_cpu_seconds(cluster_dir, "etcd")
-    t0 = time.monotonic()
+    cost = scale.ClusterCost(cluster_dir)
     for body in bodies:
         started = time.monotonic()
         write(kube, ns, method, name, body)
         latencies.append(time.monotonic() - started)
-    wall = time.monotonic() - t0
-    api = scale.cluster_cpu_seconds(cluster_dir, "kube-apiserver") - api0
-    etcd = scale.cluster_cpu_seconds(cluster_dir, "etcd") - etcd0
+    wall, api, etcd = cost.spent()
     latencies.sort()
     n = len(latencies)
     return (f"| {method} | {n} in {wall:.1f} s | {1000 * api / n:.1f} ms | {1000 * etcd / n:.1f} ms "

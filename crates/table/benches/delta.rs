@@ -168,11 +168,7 @@ fn main() {
             .filter(|(i, hash, _)| !enc.shards.iter().any(|(j, h, _)| i == j && h == hash))
             .map(|(_, _, json)| json)
             .collect();
-        let fold_manifest = serde_json::to_vec(&Manifest {
-            generation: fold_generation,
-            ..enc2.manifest.clone()
-        })
-        .expect("json");
+        let fold_manifest = serde_json::to_vec(&enc2.manifest).expect("json");
         let started = Instant::now();
         for json in &rewritten {
             reader.set_shard(json).expect("shard");
